@@ -1,0 +1,5 @@
+import sys
+
+from model_build.cli import main
+
+sys.exit(main())

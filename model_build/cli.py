@@ -1,0 +1,41 @@
+"""`python -m model_build`: the only place that catches errors (pypa/build style)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from model_build.commands import COMMAND_MODULES
+from model_build.errors import ModelBuildError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m model_build",
+        description="Build, check, package and upload Triton model repositories for SageMaker.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module_name in COMMAND_MODULES:
+        command = importlib.import_module(f"model_build.commands.{module_name}")
+        sub = subparsers.add_parser(command.NAME, help=command.HELP, description=command.HELP)
+        command.add_arguments(sub)
+        sub.set_defaults(run=command.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)  # usage errors exit 2 from argparse
+    try:
+        return int(args.run(args))
+    except ModelBuildError as error:
+        print(f"ERROR: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("ERROR: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Content addresses of model artifacts.
+
+One function names every artifact, used by the CDK stacks at synth and by `model_build` in the
+build: an unchanged model maps to the same key (never rebuilt), and dev and prod, given the same
+model, release and GPU target, share the same bytes.
+
+digest = sha256(canonical JSON of {schema, source fingerprint, build settings, Triton release,
+GPU target}). Standard library only: imported by the CDK app and by the build image.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from model_build.settings import ModelSource, ModelSettings
+
+KEY_SCHEMA_VERSION = 1
+MODEL_PREFIX = "models/"
+MULTI_MODEL_PREFIX = "mme/"
+# Bump when an export recipe (model_build export) changes what it produces.
+EXPORT_RECIPE_VERSION = 1
+# GPU target for artifacts that are not tied to a GPU architecture (ONNX Runtime, Python).
+PORTABLE_TARGET = "portable"
+_CHUNK = 1024 * 1024
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        while chunk := stream.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def tree_sha256(root: Path) -> str:
+    """Digest of a folder: relative paths and bytes of every file, in sorted order."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        relative = path.relative_to(root).as_posix()
+        digest.update(relative.encode() + b"\0" + file_sha256(path).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def source_fingerprint(source: ModelSource, base_dir: Path) -> str:
+    """What identifies the source bytes without fetching anything remote.
+
+    Local files are hashed. An S3 URI is taken as given (pin it with ?versionId=); an export
+    recipe is identified by its name and recipe version.
+    """
+    if source.path is not None:
+        path = (base_dir / source.path).resolve()
+        if path.is_dir():
+            return f"tree:{tree_sha256(path)}"
+        if not path.is_file():
+            raise FileNotFoundError(f"model source {source.path!r} not found under {base_dir}")
+        return f"file:{file_sha256(path)}"
+    if source.s3_uri is not None:
+        return f"s3:{source.s3_uri}"
+    return f"export:{source.export}:v{EXPORT_RECIPE_VERSION}"
+
+
+def artifact_digest(settings: ModelSettings, *, source: str, triton_release: str, gpu_target: str) -> str:
+    """sha256 hex of everything that determines the artifact's bytes."""
+    payload = {
+        "schema": KEY_SCHEMA_VERSION,
+        "source": source,
+        "build": settings.build_fingerprint(),
+        "triton_release": triton_release,
+        "gpu_target": gpu_target if settings.needs_gpu_build else PORTABLE_TARGET,
+    }
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def model_artifact_key(model_name: str, digest: str) -> str:
+    """S3 key of a model's archive (the model folder at the archive root)."""
+    return f"{MODEL_PREFIX}{model_name}/{digest}/model.tar.gz"
+
+
+def multi_model_prefix(model_keys: dict[str, str]) -> str:
+    """S3 prefix of a multi-model endpoint: holds `<name>.tar.gz` for each of its models.
+
+    Derived from the models' own keys, so a change to any model gives a new prefix (and a new
+    SageMaker Model), while an unchanged set keeps its prefix.
+    """
+    canonical = json.dumps(sorted(model_keys.items()), separators=(",", ":"))
+    return f"{MULTI_MODEL_PREFIX}{hashlib.sha256(canonical.encode()).hexdigest()}/"
