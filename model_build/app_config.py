@@ -19,14 +19,23 @@ def format_validation_error(source: str, error: ValidationError, prefix: str = "
     """One line per problem: `<file>: <field.path>: <message> (got <value>)`."""
     lines = []
     for item in error.errors():
-        path = ".".join(str(part) for part in item["loc"])
-        where = f"{prefix}.{path}" if prefix and path else prefix or path or "<root>"
+        path = _field_path(item["loc"])
+        where = f"{prefix}{path}" if path.startswith("[") else f"{prefix}.{path}" if prefix and path else prefix or path
+        where = where or "<root>"
         got = "" if item["type"] in {"missing", "extra_forbidden"} else f" (got {item.get('input')!r})"
         message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
             message = "unknown key; check the spelling against the configuration reference in README.md"
         lines.append(f"{source}: {where}: {message}{got}")
     return "\n".join(lines)
+
+
+def _field_path(loc: tuple) -> str:
+    """('endpoints', 0, 'autoscaling') -> 'endpoints[0].autoscaling'."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
 
 
 def read_yaml(path: Path) -> dict:
@@ -54,7 +63,7 @@ def load_model_settings(config_path: Path, model_name: str) -> tuple[ModelSettin
     try:
         settings = ModelSettings.model_validate(models[index])
     except ValidationError as error:
-        raise ModelBuildError(format_validation_error(str(config_path), error, f"models.{index}")) from error
+        raise ModelBuildError(format_validation_error(str(config_path), error, f"models[{index}]")) from error
     release = str(document.get("triton_release", ""))
     if not release:
         raise ModelBuildError(f"{config_path}: triton_release: missing")

@@ -36,6 +36,7 @@ L40S = Gpu("L40S", "8.9", 48, "Ada")
 V100 = Gpu("V100", "7.0", 16, "Volta")
 A100 = Gpu("A100", "8.0", 40, "Ampere")
 H100 = Gpu("H100", "9.0", 80, "Hopper")
+GPUS: dict[str, Gpu] = {gpu.model: gpu for gpu in (T4, A10G, L4, L40S, V100, A100, H100)}
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class InstanceType:
 
     @property
     def family(self) -> str:
-        """"ml.g5" for "ml.g5.xlarge"."""
+        """ "ml.g5" for "ml.g5.xlarge"."""
         return self.name.rsplit(".", 1)[0]
 
     @property
@@ -57,7 +58,10 @@ class InstanceType:
 
 
 def _family(prefix: str, gpu: Gpu | None, sizes: list[tuple[str, int, int, int]]) -> list[InstanceType]:
-    return [InstanceType(f"{prefix}.{size}", vcpus, memory, gpus, gpu if gpus else None) for size, vcpus, memory, gpus in sizes]
+    return [
+        InstanceType(f"{prefix}.{size}", vcpus, memory, gpus, gpu if gpus else None)
+        for size, vcpus, memory, gpus in sizes
+    ]
 
 
 _GPU_SIZES_G5 = [
@@ -104,10 +108,18 @@ _CATALOGUE: list[InstanceType] = [
     *_family("ml.p4d", A100, [("24xlarge", 96, 1152, 8)]),
     *_family("ml.p5", H100, [("48xlarge", 192, 2048, 8)]),
     # CPU types: for ONNX Runtime / Python-backend models on the `-py3-cpu` Triton image.
-    *_family("ml.c5", None, [("xlarge", 4, 8, 0), ("2xlarge", 8, 16, 0), ("4xlarge", 16, 32, 0), ("9xlarge", 36, 72, 0)]),
-    *_family("ml.c6i", None, [("xlarge", 4, 8, 0), ("2xlarge", 8, 16, 0), ("4xlarge", 16, 32, 0), ("8xlarge", 32, 64, 0)]),
-    *_family("ml.m5", None, [("xlarge", 4, 16, 0), ("2xlarge", 8, 32, 0), ("4xlarge", 16, 64, 0), ("12xlarge", 48, 192, 0)]),
-    *_family("ml.m6i", None, [("xlarge", 4, 16, 0), ("2xlarge", 8, 32, 0), ("4xlarge", 16, 64, 0), ("8xlarge", 32, 128, 0)]),
+    *_family(
+        "ml.c5", None, [("xlarge", 4, 8, 0), ("2xlarge", 8, 16, 0), ("4xlarge", 16, 32, 0), ("9xlarge", 36, 72, 0)]
+    ),
+    *_family(
+        "ml.c6i", None, [("xlarge", 4, 8, 0), ("2xlarge", 8, 16, 0), ("4xlarge", 16, 32, 0), ("8xlarge", 32, 64, 0)]
+    ),
+    *_family(
+        "ml.m5", None, [("xlarge", 4, 16, 0), ("2xlarge", 8, 32, 0), ("4xlarge", 16, 64, 0), ("12xlarge", 48, 192, 0)]
+    ),
+    *_family(
+        "ml.m6i", None, [("xlarge", 4, 16, 0), ("2xlarge", 8, 32, 0), ("4xlarge", 16, 64, 0), ("8xlarge", 32, 128, 0)]
+    ),
 ]
 
 INSTANCE_TYPES: dict[str, InstanceType] = {instance.name: instance for instance in _CATALOGUE}

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from model_build.settings import ModelSource, ModelSettings
+    from model_build.settings import ModelSettings, ModelSource
 
 KEY_SCHEMA_VERSION = 1
 MODEL_PREFIX = "models/"
-MULTI_MODEL_PREFIX = "mme/"
+# Under the model prefix so one grant covers both; "_" cannot start a model name, so no clash.
+MULTI_MODEL_PREFIX = "models/_multi-model/"
 # Bump when an export recipe (model_build export) changes what it produces.
 EXPORT_RECIPE_VERSION = 1
 # GPU target for artifacts that are not tied to a GPU architecture (ONNX Runtime, Python).
@@ -79,6 +80,11 @@ def artifact_digest(settings: ModelSettings, *, source: str, triton_release: str
 def model_artifact_key(model_name: str, digest: str) -> str:
     """S3 key of a model's archive (the model folder at the archive root)."""
     return f"{MODEL_PREFIX}{model_name}/{digest}/model.tar.gz"
+
+
+def uncompressed_model_prefix(model_name: str, digest: str) -> str:
+    """S3 prefix of a model's unpacked folder (SageMaker ModelDataSource, CompressionType None)."""
+    return f"{MODEL_PREFIX}{model_name}/{digest}/uncompressed/"
 
 
 def multi_model_prefix(model_keys: dict[str, str]) -> str:

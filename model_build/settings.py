@@ -50,8 +50,7 @@ class ModelSource(StrictModel):
         given = [k for k in ("path", "s3_uri", "export") if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError(
-                "give exactly one of 'path', 's3_uri' or 'export' "
-                f"(got {', '.join(given) if given else 'none'})"
+                f"give exactly one of 'path', 's3_uri' or 'export' (got {', '.join(given) if given else 'none'})"
             )
         if self.s3_uri is not None and not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/.+", self.s3_uri):
             raise ValueError(f"s3_uri must look like s3://bucket/key, got {self.s3_uri!r}")

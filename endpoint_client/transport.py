@@ -1,0 +1,140 @@
+"""Send an encoded request to an endpoint: SageMaker runtime (boto3) or a local Triton SageMaker service.
+
+Both answer with the reply's body and Content-Type, or raise EndpointError / ModelNotReadyError
+naming the model and carrying the server's own message.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from endpoint_client.codec import EncodedRequest, error_message
+from endpoint_client.errors import EndpointError, InvalidInputError, ModelNotReadyError
+
+TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
+
+
+@dataclass(frozen=True)
+class Reply:
+    body: bytes
+    content_type: str | None
+
+
+class Transport(Protocol):
+    def send(self, request: EncodedRequest, *, target_model: str | None = None) -> Reply: ...
+
+    def describe(self, target_model: str | None) -> str:
+        """How errors name the model: the TargetModel, else the endpoint."""
+        ...
+
+
+class SageMakerTransport:
+    """`sagemaker-runtime` `invoke_endpoint`; `TargetModel` routes a multi-model endpoint's request."""
+
+    def __init__(self, endpoint_name: str, *, client: Any = None, region: str | None = None) -> None:
+        if client is None:
+            import boto3  # only this transport needs it; `invoke --url` works without AWS configuration
+
+            client = boto3.client("sagemaker-runtime", region_name=region)
+        self.endpoint_name = endpoint_name
+        self.client = client
+
+    def describe(self, target_model: str | None) -> str:
+        return f"{self.endpoint_name}/{target_model}" if target_model else self.endpoint_name
+
+    def send(self, request: EncodedRequest, *, target_model: str | None = None) -> Reply:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        kwargs: dict[str, Any] = {
+            "EndpointName": self.endpoint_name,
+            "Body": request.body,
+            "ContentType": request.content_type,
+        }
+        if target_model:
+            kwargs["TargetModel"] = target_model
+        try:
+            response = self.client.invoke_endpoint(**kwargs)
+        except ClientError as error:
+            raise _endpoint_error(self.describe(target_model), error.response) from error
+        except BotoCoreError as error:  # no credentials, no region, connection refused...
+            raise EndpointError(self.describe(target_model), str(error)) from error
+        return Reply(response["Body"].read(), response.get("ContentType"))
+
+
+def _endpoint_error(model: str, response: dict[str, Any]) -> EndpointError:
+    error = response.get("Error", {})
+    code = error.get("Code", "")
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    message = error.get("Message", "") or code
+    if code == "ModelNotReadyException":
+        return ModelNotReadyError(model, message, status=status, code=code)
+    if code == "ModelError":
+        # The container's own reply is in OriginalMessage (Triton's {"error": "..."}): surface that.
+        original = response.get("OriginalMessage") or error.get("OriginalMessage")
+        original_status = response.get("OriginalStatusCode") or error.get("OriginalStatusCode")
+        if original:
+            message = error_message(str(original).encode())
+        return EndpointError(model, message, status=int(original_status) if original_status else status, code=code)
+    return EndpointError(model, message, status=status, code=code or None)
+
+
+class LocalTransport:
+    """POST to a Triton SageMaker service (`make local`, or Triton's container run by hand).
+
+    Single-model: `/invocations`. With a target model: Triton's multi-model route
+    `/models/<name>/invoke`, the one SageMaker itself calls after loading the model.
+    """
+
+    def __init__(self, url: str, *, timeout: float = 60.0) -> None:
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise InvalidInputError(f"--url must look like http://127.0.0.1:8080, got {url!r}")
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def describe(self, target_model: str | None) -> str:
+        return target_model or f"{self.url} (SAGEMAKER_TRITON_DEFAULT_MODEL_NAME)"
+
+    def send(self, request: EncodedRequest, *, target_model: str | None = None) -> Reply:
+        headers = {"Content-Type": request.content_type}
+        if target_model:
+            path = f"/models/{urllib.parse.quote(target_model, safe='')}/invoke"
+            headers[TARGET_MODEL_HEADER] = target_model
+        else:
+            path = "/invocations"
+        status, body, content_type = http_request("POST", self.url + path, request.body, headers, self.timeout)
+        if status == 200:
+            return Reply(body, content_type)
+        model = self.describe(target_model)
+        if status == 404 and target_model:
+            raise EndpointError(model, "model is not loaded on this endpoint (Triton answered 404)", status=status)
+        if status == 429:  # how a front that imitates SageMaker signals a model still loading
+            raise ModelNotReadyError(model, error_message(body), status=status, code="ModelNotReadyException")
+        raise EndpointError(model, error_message(body), status=status)
+
+
+def http_request(
+    method: str, url: str, body: bytes | None, headers: dict[str, str], timeout: float
+) -> tuple[int, bytes, str | None]:
+    """One HTTP exchange with the standard library: (status, body, Content-Type); HTTP errors are answers."""
+    request = urllib.request.Request(url, data=body, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read(), response.headers.get("Content-Type")
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, error.read(), error.headers.get("Content-Type")
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise EndpointError(url, f"cannot reach the endpoint: {reason} (is `make local` running?)") from error
+
+
+def json_request(method: str, url: str, payload: dict[str, Any] | None, timeout: float) -> tuple[int, bytes]:
+    body = json.dumps(payload).encode() if payload is not None else None
+    status, reply, _ = http_request(method, url, body, {"Content-Type": "application/json"}, timeout)
+    return status, reply

@@ -1,0 +1,125 @@
+"""Read an ONNX model's real graph inputs and outputs in Triton's terms.
+
+Everything generated from a model (config.pbtxt, the TensorRT build command, warm-up samples)
+starts here, so a bad file is refused once, with its name, before anything is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import TensorProto
+
+from model_build.errors import InvalidModelError
+
+# ONNX element type -> Triton data type (model_config.proto DataType). Types Triton cannot carry
+# (complex, float8, int4, ...) are refused rather than mapped to something close.
+ONNX_TO_TRITON: dict[int, str] = {
+    TensorProto.BOOL: "TYPE_BOOL",
+    TensorProto.UINT8: "TYPE_UINT8",
+    TensorProto.UINT16: "TYPE_UINT16",
+    TensorProto.UINT32: "TYPE_UINT32",
+    TensorProto.UINT64: "TYPE_UINT64",
+    TensorProto.INT8: "TYPE_INT8",
+    TensorProto.INT16: "TYPE_INT16",
+    TensorProto.INT32: "TYPE_INT32",
+    TensorProto.INT64: "TYPE_INT64",
+    TensorProto.FLOAT16: "TYPE_FP16",
+    TensorProto.FLOAT: "TYPE_FP32",
+    TensorProto.DOUBLE: "TYPE_FP64",
+    TensorProto.STRING: "TYPE_STRING",
+    TensorProto.BFLOAT16: "TYPE_BF16",
+}
+
+DYNAMIC = -1
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One graph input or output: `dims` is the full ONNX shape, dynamic axes as -1."""
+
+    name: str
+    onnx_type: str  # "FLOAT", "INT64", ...: for messages
+    triton_type: str  # "TYPE_FP32", ...
+    dims: tuple[int, ...]
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+
+@dataclass(frozen=True)
+class ModelSignature:
+    path: Path
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+    def input(self, name: str) -> TensorSpec:
+        for spec in self.inputs:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+
+def _dims(value_info: onnx.ValueInfoProto) -> tuple[int, ...]:
+    shape = value_info.type.tensor_type.shape
+    # A dim with dim_param ("batch") or neither field set is dynamic; dim_value 0 is "not set" in proto3.
+    return tuple(dim.dim_value if dim.HasField("dim_value") and dim.dim_value > 0 else DYNAMIC for dim in shape.dim)
+
+
+def _spec(path: Path, value_info: onnx.ValueInfoProto, role: str) -> TensorSpec:
+    if not value_info.type.HasField("tensor_type"):
+        kind = value_info.type.WhichOneof("value") or "unknown"
+        raise InvalidModelError(
+            f"{path}: {role} {value_info.name!r} is a {kind} value, not a tensor; Triton model inputs and outputs "
+            "must be tensors"
+        )
+    elem_type = value_info.type.tensor_type.elem_type
+    onnx_type = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else str(elem_type)
+    if elem_type not in ONNX_TO_TRITON:
+        supported = ", ".join(sorted(TensorProto.DataType.Name(t) for t in ONNX_TO_TRITON))
+        raise InvalidModelError(
+            f"{path}: {role} {value_info.name!r} has ONNX type {onnx_type}, which Triton cannot carry; "
+            f"supported: {supported}. Cast it in the model before export."
+        )
+    if not value_info.type.tensor_type.HasField("shape"):
+        raise InvalidModelError(
+            f"{path}: {role} {value_info.name!r} has no shape; export the model with shapes (dynamic axes are fine)"
+        )
+    return TensorSpec(value_info.name, onnx_type, ONNX_TO_TRITON[elem_type], _dims(value_info))
+
+
+def load_model(path: Path) -> onnx.ModelProto:
+    """onnx.load + onnx.checker; every failure is an InvalidModelError that names the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidModelError(f"{path}: no such ONNX file")
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except (DecodeError, ValueError, OSError, RuntimeError) as error:
+        raise InvalidModelError(f"{path}: not a readable ONNX model ({error}); re-export it") from error
+    try:
+        # A path lets the checker handle models over 2 GiB and external-data tensors.
+        onnx.checker.check_model(str(path))
+    except (onnx.checker.ValidationError, ValueError, OSError) as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise InvalidModelError(f"{path}: ONNX checker refused the model: {first_line}") from error
+    return model
+
+
+def inspect_model(path: Path) -> ModelSignature:
+    """Return the model's real inputs (initializers excluded) and outputs."""
+    path = Path(path)
+    model = load_model(path)
+    initializers = {init.name for init in model.graph.initializer}
+    # IR < 4 lists every initializer as a graph input too; they are weights, not request tensors.
+    inputs = tuple(_spec(path, vi, "input") for vi in model.graph.input if vi.name not in initializers)
+    outputs = tuple(_spec(path, vi, "output") for vi in model.graph.output)
+    if not inputs:
+        raise InvalidModelError(f"{path}: the graph has no inputs besides its weights; nothing to serve")
+    if not outputs:
+        raise InvalidModelError(f"{path}: the graph has no outputs")
+    return ModelSignature(path=path, inputs=inputs, outputs=outputs)

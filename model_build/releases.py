@@ -1,0 +1,100 @@
+"""What each Triton release known to the SageMaker SDK ships: TensorRT, CUDA, lowest GPU it runs on.
+
+A TensorRT engine only loads on the TensorRT version that built it (unless built
+version-compatible) and on the GPU architecture it was built for (unless hardware-compatible):
+NVIDIA's TensorRT support matrix, see ../shared/README.md. The CodeBuild GPU build therefore
+passes `--expect-tensorrt <tensorrt_version(release)>` to `model_build build`, and the CDK app
+refuses an endpoint whose GPU the release does not support.
+
+Sources, checked with the project's search tool on 2026-11-22:
+- CUDA version and minimum compute capability: NVIDIA's Triton release notes,
+  https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-<YY-MM>.html
+  ("Release 23.12 is based on CUDA 12.3.2", "Release 25.04 ... supports CUDA compute capability 7.5
+  and later", "Release 26.05 is based on CUDA 13.2.1 ... 7.5 and later").
+- TensorRT per release: NVIDIA's frameworks containers of the same month ship the same TensorRT
+  (MXNet release notes 24.05 list "NVIDIA TensorRT 10.0.1.6"). The main `py3` Triton images list
+  TensorRT only in the Frameworks Support Matrix, which the search index does not hold; rows marked
+  `verified=False` below come from that matrix as remembered and were NOT re-checked here. The
+  build's `--expect-tensorrt` check (trtexec's own banner) is what guards a wrong row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TritonRelease:
+    release: str  # "24.09"
+    tensorrt: str  # "10.4.0.26"
+    cuda: str
+    min_compute_capability: str  # lowest GPU the release's TensorRT/Triton runs on
+    tensorrt_verified: bool  # False: value not re-checked against a primary source (see module doc)
+    upstream: str | None = None  # NGC month the release is built on, when it differs
+
+    @property
+    def tensorrt_major_minor(self) -> str:
+        return ".".join(self.tensorrt.split(".")[:2])
+
+    @property
+    def ngc_tensorrt_image(self) -> str:
+        """NVIDIA's TensorRT container carrying the same TensorRT (trtexec at /usr/src/tensorrt/bin)."""
+        return f"nvcr.io/nvidia/tensorrt:{self.upstream or self.release}-py3"
+
+
+_RELEASES = [
+    # TensorRT 8.6 era: Triton release notes say compute capability 6.0+ (Pascal and newer).
+    TritonRelease("23.12", "8.6.1.6", "12.3.2", "6.0", tensorrt_verified=False),
+    TritonRelease("24.01", "8.6.1.6", "12.3.2", "6.0", tensorrt_verified=False),
+    TritonRelease("24.03", "8.6.3", "12.4.0", "6.0", tensorrt_verified=False),
+    # TensorRT 10.0 dropped Pascal; Volta (7.0) still runs until TensorRT 10.5 (../shared/README.md).
+    TritonRelease("24.05", "10.0.1.6", "12.4.1", "7.0", tensorrt_verified=True),
+    TritonRelease("24.09", "10.4.0.26", "12.6.1", "7.0", tensorrt_verified=False),
+    # TensorRT 10.5+ dropped Volta and Triton 25.03+ needs compute capability >= 7.5 (release notes).
+    TritonRelease("25.04", "10.9.0.34", "12.9.0", "7.5", tensorrt_verified=False),
+    TritonRelease("25.09", "10.13.3.9", "13.0.1", "7.5", tensorrt_verified=False),
+    # Triton 26.05 is built on the 26.04 upstream containers (../shared/README.md): match TensorRT by
+    # version, not by tag. 10.14.1.48 is what Triton's compatibility table lists for the 26.05
+    # trtllm-python image; the plain py3 image's TensorRT was not found in the search index.
+    TritonRelease("26.05", "10.14.1.48", "13.2.1", "7.5", tensorrt_verified=False, upstream="26.04"),
+]
+
+RELEASES: dict[str, TritonRelease] = {r.release: r for r in _RELEASES}
+
+
+class UnknownReleaseError(ValueError):
+    pass
+
+
+def release(name: str) -> TritonRelease:
+    try:
+        return RELEASES[str(name)]
+    except KeyError:
+        raise UnknownReleaseError(
+            f"unknown Triton release {name!r}; releases known to the SageMaker SDK: {', '.join(RELEASES)}"
+        ) from None
+
+
+def tensorrt_version(release_name: str) -> str:
+    """Full TensorRT version the release's Triton image serves engines with, e.g. "10.4.0.26"."""
+    return release(release_name).tensorrt
+
+
+def ngc_tensorrt_image(release_name: str) -> str:
+    return release(release_name).ngc_tensorrt_image
+
+
+def _cc(value: str) -> tuple[int, int]:
+    major, _, minor = str(value).partition(".")
+    return int(major), int(minor or 0)
+
+
+def supports_compute_capability(release_name: str, compute_capability: str) -> bool:
+    """Whether the release's Triton/TensorRT runs on a GPU of this compute capability ("8.6")."""
+    return _cc(compute_capability) >= _cc(release(release_name).min_compute_capability)
+
+
+def same_tensorrt(found: str, expected: str) -> bool:
+    """Versions match on every component `expected` gives: "10.4" matches "10.4.0.26"."""
+    wanted = expected.strip().split(".")
+    return found.strip().split(".")[: len(wanted)] == wanted

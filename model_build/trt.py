@@ -1,0 +1,320 @@
+"""TensorRT engine builds: the exact trtexec command for a model, and the runner behind `build`.
+
+Flag spellings are TensorRT 10's trtexec (its `--help`; the 8.x -> 10.x migration guide replaced
+`--workspace=N` with `--memPoolSize=workspace:N`). `workspace:N` without a unit suffix is MiB in
+both TensorRT 8.6 and 10.x (10.x also accepts `4096M`), so the plain form serves every release in
+model_build.releases. Engines are tied to the TensorRT version and GPU architecture that built them
+(TensorRT support matrix, ../shared/README.md), hence the GPU/TensorRT checks before a build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from model_build import pbtxt
+from model_build.errors import InvalidModelError, MissingToolError, ModelBuildError
+from model_build.onnx_inspect import DYNAMIC, ModelSignature
+from model_build.releases import same_tensorrt
+from model_build.settings import ModelSettings
+
+DEFAULT_TRTEXEC = "/usr/src/tensorrt/bin/trtexec"  # where NVIDIA's TensorRT and Triton images keep it
+
+
+@dataclass(frozen=True)
+class ShapeProfile:
+    input: str
+    min: tuple[int, ...]
+    opt: tuple[int, ...]
+    max: tuple[int, ...]
+
+
+def opt_batch_size(settings: ModelSettings) -> int:
+    """The batch TensorRT tunes for: tensorrt.opt_batch_size, else the largest preferred size, else max."""
+    preferred = settings.dynamic_batching.preferred_batch_sizes if settings.dynamic_batching.enabled else []
+    return settings.tensorrt.opt_batch_size or (max(preferred) if preferred else settings.max_batch_size)
+
+
+def shape_profiles(signature: ModelSignature, settings: ModelSettings) -> list[ShapeProfile]:
+    """One optimisation profile entry per input that has a dynamic axis (batch included)."""
+    source = signature.path
+    pbtxt.check_shape_ranges(signature, settings)
+    batch = settings.max_batch_size
+    profiles = []
+    for spec in signature.inputs:
+        dims = pbtxt.config_dims(spec, batch, source, "input")
+        if DYNAMIC not in spec.dims:
+            continue  # static inputs take no shape flags (trtexec reads them from the model)
+        shape = next((s for s in settings.tensorrt.shapes if s.input == spec.name), None)
+        if DYNAMIC in dims and shape is None:
+            axes = [axis + (1 if batch else 0) for axis, dim in enumerate(dims) if dim == DYNAMIC]
+            raise InvalidModelError(
+                f"{source}: input {spec.name!r} (shape {list(spec.dims)}) has dynamic axes {axes} besides the batch "
+                f"axis; TensorRT needs their range: add tensorrt.shapes: [{{input: {spec.name}, min: [...], "
+                f"opt: [...], max: [...]}}] with {len(dims)} value(s) each"
+            )
+        lo = list(shape.min) if shape else list(dims)
+        mid = list(shape.opt) if shape else list(dims)
+        hi = list(shape.max) if shape else list(dims)
+        if batch:
+            lo, mid, hi = [1, *lo], [opt_batch_size(settings), *mid], [batch, *hi]
+        profiles.append(ShapeProfile(spec.name, tuple(lo), tuple(mid), tuple(hi)))
+    return profiles
+
+
+def _shape_flag(profiles: list[ShapeProfile], which: str) -> str:
+    parts = []
+    for profile in profiles:
+        # trtexec splits the spec on ',' and ':'; it accepts names wrapped in single quotes.
+        name = f"'{profile.input}'" if re.search(r"[:,']", profile.input) else profile.input
+        parts.append(f"{name}:{'x'.join(str(d) for d in getattr(profile, which))}")
+    return ",".join(parts)
+
+
+def trtexec_argv(
+    signature: ModelSignature,
+    settings: ModelSettings,
+    *,
+    engine_path: Path,
+    timing_cache: Path,
+    trtexec: str = DEFAULT_TRTEXEC,
+    calibration_cache: Path | None = None,
+) -> list[str]:
+    """The trtexec command that builds `settings`' engine from the inspected ONNX model."""
+    if settings.platform != "tensorrt_plan":
+        raise ModelBuildError(
+            f"model {settings.name!r} has platform {settings.platform!r}; only tensorrt_plan models are built "
+            "with TensorRT (use `config` alone for onnxruntime_onnx)"
+        )
+    trt = settings.tensorrt
+    argv = [trtexec, f"--onnx={signature.path}", f"--saveEngine={engine_path}"]
+    if trt.precision == "fp16":
+        argv.append("--fp16")
+    elif trt.precision == "best":
+        argv.append("--best")
+    elif trt.precision == "int8":
+        cache = calibration_cache or trt.calibration_cache
+        if str(cache).startswith("s3://"):
+            raise ModelBuildError(
+                f"tensorrt.calibration_cache {cache} is in S3; download it and pass --calibration-cache LOCAL_FILE"
+            )
+        argv += ["--int8", f"--calib={cache}"]
+    profiles = shape_profiles(signature, settings)
+    if profiles:
+        argv += [f"--{which}Shapes={_shape_flag(profiles, which)}" for which in ("min", "opt", "max")]
+    argv.append(f"--memPoolSize=workspace:{trt.workspace_mib}")
+    argv.append(f"--timingCacheFile={timing_cache}")
+    if trt.hardware_compatibility == "ampere+":
+        argv.append("--hardwareCompatibilityLevel=ampere+")
+    if trt.version_compatible:
+        argv.append("--versionCompatible")
+    argv.append("--skipInference")  # build only; serving performance is measured on the endpoint
+    return argv
+
+
+# ---------------------------------------------------------------------------------------------
+# The build host: GPU and TensorRT detection
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    name: str
+    compute_capability: str
+
+
+def detect_gpus(nvidia_smi: str = "nvidia-smi") -> list[GpuInfo]:
+    """GPUs as nvidia-smi lists them; MissingToolError when there is none."""
+    executable = shutil.which(nvidia_smi)
+    if executable is None:
+        raise MissingToolError(
+            "no NVIDIA GPU here (nvidia-smi not found). TensorRT engines must be built on a GPU of the serving "
+            "architecture: run `build` in the CodeBuild GPU project or on a GPU instance, or use `trt-command` "
+            "to print the command"
+        )
+    try:
+        result = subprocess.run(
+            [executable, "--query-gpu=name,compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise MissingToolError(f"nvidia-smi failed to run ({error}); is the NVIDIA driver installed?") from error
+    if result.returncode != 0:
+        detail = (result.stderr or result.stdout).strip().splitlines()
+        raise MissingToolError(
+            f"nvidia-smi failed (exit {result.returncode}: {detail[0] if detail else 'no output'}); "
+            "no usable NVIDIA GPU here"
+        )
+    gpus = []
+    for line in result.stdout.strip().splitlines():
+        name, _, cc = line.rpartition(",")
+        if name and re.fullmatch(r"\d+\.\d+", cc.strip()):
+            gpus.append(GpuInfo(name.strip(), cc.strip()))
+    if not gpus:
+        raise MissingToolError(f"nvidia-smi listed no GPU (output: {result.stdout.strip()!r})")
+    return gpus
+
+
+def _decode_trt_version(number: int) -> str:
+    # NV_TENSORRT_VERSION: major*1000+minor*100+patch up to 8.x, major*10000+minor*100+patch from 9.x.
+    if number >= 10000:
+        return f"{number // 10000}.{number // 100 % 100}.{number % 100}"
+    return f"{number // 1000}.{number // 100 % 10}.{number % 100}"
+
+
+def tensorrt_version_from_banner(text: str) -> str | None:
+    """ "&&&& RUNNING TensorRT.trtexec [TensorRT v100400] ..." -> "10.4.0"."""
+    match = re.search(r"\[TensorRT v(\d+)\]", text)
+    return _decode_trt_version(int(match.group(1))) if match else None
+
+
+def resolve_trtexec(trtexec: str) -> str:
+    found = shutil.which(trtexec)
+    if found is None:
+        raise MissingToolError(
+            f"TensorRT's trtexec not found at {trtexec!r}. Build inside NVIDIA's TensorRT image of the serving "
+            "release (nvcr.io/nvidia/tensorrt:<YY.MM>-py3) or the tritonserver image, or pass --trtexec PATH. "
+            "(PyPI `tensorrt` wheels carry no trtexec.)"
+        )
+    return found
+
+
+def detect_tensorrt(trtexec: str) -> str:
+    """TensorRT version of `trtexec` from the banner it prints when run without a model."""
+    executable = resolve_trtexec(trtexec)
+    try:
+        result = subprocess.run([executable], capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise MissingToolError(f"{executable} failed to run: {error}") from error
+    version = tensorrt_version_from_banner(result.stdout + result.stderr)
+    if version is None:
+        raise MissingToolError(f"{executable} printed no '[TensorRT vNNNN]' banner; is it TensorRT's trtexec?")
+    return version
+
+
+def check_expectations(
+    gpu: GpuInfo, tensorrt: str, *, expect_tensorrt: str | None, expect_compute_capability: str | None
+) -> None:
+    """Refuse a build whose engine could not load where it is meant to be served."""
+    if expect_tensorrt and not same_tensorrt(tensorrt, expect_tensorrt):
+        raise ModelBuildError(
+            f"this build host has TensorRT {tensorrt}, but the serving Triton release needs TensorRT "
+            f"{expect_tensorrt}; an engine only loads on the TensorRT that built it. Build in "
+            "nvcr.io/nvidia/tensorrt:<release>-py3 of the serving release"
+        )
+    if expect_compute_capability and gpu.compute_capability != expect_compute_capability:
+        raise ModelBuildError(
+            f"this build host's GPU is {gpu.name} (compute capability {gpu.compute_capability}), but the serving "
+            f"instance needs {expect_compute_capability}; engines are not portable across GPU architectures. "
+            "Build on the serving GPU type, or set tensorrt.hardware_compatibility: ampere+ (Ampere or newer only)"
+        )
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    engine: Path
+    info_file: Path
+    info: dict
+
+
+def build_engine(
+    signature: ModelSignature,
+    settings: ModelSettings,
+    *,
+    repository: Path,
+    timing_cache: Path,
+    trtexec: str = DEFAULT_TRTEXEC,
+    nvidia_smi: str = "nvidia-smi",
+    expect_tensorrt: str | None = None,
+    expect_compute_capability: str | None = None,
+    calibration_cache: Path | None = None,
+) -> BuildResult:
+    """Build <repository>/<model>/1/model.plan and build-info.json; nothing is left half-written."""
+    model_dir = repository / settings.name
+    engine = model_dir / "1" / "model.plan"
+    # Validate the model and settings (cheap, user errors) before looking for tools.
+    trtexec_argv(
+        signature, settings, engine_path=engine, timing_cache=timing_cache, calibration_cache=calibration_cache
+    )
+
+    gpu = detect_gpus(nvidia_smi)[0]
+    tensorrt = detect_tensorrt(trtexec)
+    check_expectations(
+        gpu, tensorrt, expect_tensorrt=expect_tensorrt, expect_compute_capability=expect_compute_capability
+    )
+    if settings.tensorrt.hardware_compatibility == "ampere+" and float(gpu.compute_capability) < 8.0:
+        raise ModelBuildError(
+            f"hardware_compatibility ampere+ needs an Ampere-or-newer build GPU; this host has {gpu.name} "
+            f"(compute capability {gpu.compute_capability})"
+        )
+
+    engine.parent.mkdir(parents=True, exist_ok=True)
+    timing_cache.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp_name = tempfile.mkstemp(prefix=".model.plan.", suffix=".tmp", dir=engine.parent)
+    os.close(handle)
+    temp_engine = Path(temp_name)
+    argv = trtexec_argv(
+        signature,
+        settings,
+        engine_path=temp_engine,
+        timing_cache=timing_cache,
+        trtexec=resolve_trtexec(trtexec),
+        calibration_cache=calibration_cache,
+    )
+    started = time.monotonic()
+    try:
+        temp_engine.unlink()  # trtexec writes it; an empty leftover must not pass for an engine
+        result = subprocess.run(argv, capture_output=True, text=True, check=False)
+        duration = round(time.monotonic() - started, 3)
+        if result.returncode != 0 or not temp_engine.is_file() or temp_engine.stat().st_size == 0:
+            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
+            raise ModelBuildError(
+                f"trtexec failed for model {settings.name!r} (exit {result.returncode}); no engine written. "
+                f"Last lines:\n{tail}"
+            )
+        info = {
+            "model": settings.name,
+            "tensorrt_version": tensorrt,
+            "gpu_name": gpu.name,
+            "compute_capability": gpu.compute_capability,
+            "hostname": socket.gethostname(),
+            "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "duration_s": duration,
+            "source": {"path": str(signature.path), "sha256": sha256_of(signature.path)},
+            "engine_sha256": sha256_of(temp_engine),
+            "options": {
+                "max_batch_size": settings.max_batch_size,
+                "tensorrt": settings.tensorrt.model_dump(mode="json"),
+            },
+            "shape_profiles": [asdict(p) for p in shape_profiles(signature, settings)],
+            "argv": [
+                str(engine) if arg == str(temp_engine) else arg.replace(str(temp_engine), str(engine)) for arg in argv
+            ],
+        }
+        info_file = model_dir / "build-info.json"
+        # Engine first, then its record: a build-info.json always describes the model.plan beside it.
+        temp_engine.replace(engine)
+        pbtxt.write_atomically(info_file, (json.dumps(info, indent=2) + "\n").encode())
+    finally:
+        temp_engine.unlink(missing_ok=True)
+    return BuildResult(engine=engine, info_file=info_file, info=info)

@@ -1,0 +1,1 @@
+"""Stacks: each composes constructs from triton_cdk for one stage's configuration."""

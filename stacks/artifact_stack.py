@@ -1,0 +1,36 @@
+"""Stateful stack: key, buckets, bucket policy and the roles the policy names."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from triton_cdk.artifacts import ArtifactStore
+from triton_cdk.config import AppConfig
+from triton_cdk.images import TritonImageLookup
+from triton_cdk.roles import ModelBuildRole, SageMakerExecutionRole
+
+
+class ArtifactStack(cdk.Stack):
+    """Kept apart from the stateless stacks and termination-protected: deleting or replacing
+    the bucket or key would lose every built model."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: AppConfig, **kwargs) -> None:
+        super().__init__(scope, construct_id, termination_protection=True, **kwargs)
+        images = TritonImageLookup(self, "TritonImage", release=config.triton_release)
+        self.store = ArtifactStore(
+            self,
+            "Artifacts",
+            noncurrent_version_expiration=cdk.Duration.days(config.artifacts.noncurrent_version_expiration_days),
+            access_log_expiration=cdk.Duration.days(config.artifacts.access_log_expiration_days),
+            bucket_name=config.artifacts.bucket_name,
+        )
+        for account in config.artifacts.reader_accounts:
+            self.store.allow_account_read(account)
+        self.execution_role = SageMakerExecutionRole(
+            self, "ExecutionRole", store=self.store, image_repository_arn=images.repository_arn
+        ).role
+        self.build_role = ModelBuildRole(self, "BuildRole", store=self.store).role
+
+        cdk.CfnOutput(self, "ArtifactBucketName", value=self.store.bucket.bucket_name)
+        cdk.CfnOutput(self, "ExecutionRoleArn", value=self.execution_role.role_arn)

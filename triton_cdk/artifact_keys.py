@@ -1,0 +1,77 @@
+"""Where each endpoint's model artifacts live: the one mapping from config to S3 keys.
+
+Keys are content addresses (model_build.key) computed at synth from the model's source, its
+build settings, the Triton release and the GPU target the build/serve matcher picks, so an
+unchanged model keeps its key (no rebuild, no endpoint update) and dev and prod share bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from model_build.catalogue import instance_type
+from model_build.key import (
+    PORTABLE_TARGET,
+    artifact_digest,
+    model_artifact_key,
+    multi_model_prefix,
+    source_fingerprint,
+    uncompressed_model_prefix,
+)
+from model_build.settings import ModelSettings
+from triton_cdk.build_matching import BuildPlan, match_build
+from triton_cdk.config import AppConfig
+from triton_cdk.config.endpoint import EndpointSettings
+from triton_cdk.config.loader import PROJECT_ROOT
+
+
+@dataclass(frozen=True)
+class ModelArtifact:
+    model: ModelSettings
+    digest: str
+    source: str  # source fingerprint
+    build_plan: BuildPlan | None  # None: no GPU build (ONNX Runtime, Python backend)
+
+    @property
+    def gpu_target(self) -> str:
+        return self.build_plan.gpu_target if self.build_plan else PORTABLE_TARGET
+
+    @property
+    def key(self) -> str:
+        """The single-model archive (model folder at the root); also an MME `<name>.tar.gz`."""
+        return model_artifact_key(self.model.name, self.digest)
+
+    @property
+    def uncompressed_prefix(self) -> str:
+        return uncompressed_model_prefix(self.model.name, self.digest)
+
+
+@dataclass(frozen=True)
+class EndpointArtifacts:
+    endpoint: EndpointSettings
+    models: list[ModelArtifact]
+
+    @property
+    def multi_model_prefix(self) -> str:
+        """Where a multi-model endpoint finds `<name>.tar.gz` for each of its models."""
+        return multi_model_prefix({a.model.name: a.key for a in self.models})
+
+
+def model_artifact(
+    config: AppConfig, model: ModelSettings, instance_type_name: str, base_dir: Path = PROJECT_ROOT
+) -> ModelArtifact:
+    plan = None
+    if model.needs_gpu_build:
+        plan = match_build(instance_type(instance_type_name), config.triton_release, config.build.fleet)
+    source = source_fingerprint(model.source, base_dir)
+    gpu_target = plan.gpu_target if plan else PORTABLE_TARGET
+    digest = artifact_digest(model, source=source, triton_release=config.triton_release, gpu_target=gpu_target)
+    return ModelArtifact(model=model, digest=digest, source=source, build_plan=plan)
+
+
+def endpoint_artifacts(
+    config: AppConfig, endpoint: EndpointSettings, base_dir: Path = PROJECT_ROOT
+) -> EndpointArtifacts:
+    models = [model_artifact(config, config.model(name), endpoint.instance_type, base_dir) for name in endpoint.models]
+    return EndpointArtifacts(endpoint=endpoint, models=models)

@@ -1,0 +1,163 @@
+"""The artifact store: KMS key, versioned model bucket, its access-log bucket, explicit policy.
+
+Stateful: it lives in its own stack, RETAINed, and its construct ids are a public contract
+(they make the logical ids that snapshots pin).
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from model_build.key import MODEL_PREFIX
+from triton_cdk.nag import acknowledge
+
+
+class ArtifactStore(Construct):
+    """Model artifacts, encrypted with a customer-managed key and served to SageMaker.
+
+    Access is granted in the bucket policy, explicitly and per prefix: `allow_model_read` for
+    serving roles, `allow_model_write` for the build role.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        noncurrent_version_expiration: cdk.Duration,
+        access_log_expiration: cdk.Duration,
+        bucket_name: str | None = None,
+        model_prefix: str = MODEL_PREFIX,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.model_prefix = model_prefix
+
+        self.key = kms.Key(
+            self,
+            "Key",
+            description="Encrypts Triton model artifacts and the data they produce",
+            enable_key_rotation=True,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        # S3 server access logs can only be delivered to an SSE-S3 bucket, not SSE-KMS.
+        self.log_bucket = s3.Bucket(
+            self,
+            "AccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+            lifecycle_rules=[s3.LifecycleRule(expiration=access_log_expiration)],
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        acknowledge(self.log_bucket, "AwsSolutions-S1", "This is the access-log destination; logging it would loop.")
+
+        self.bucket = s3.Bucket(
+            self,
+            "Bucket",
+            bucket_name=bucket_name,
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=self.key,
+            bucket_key_enabled=True,
+            versioned=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            server_access_logs_bucket=self.log_bucket,
+            server_access_logs_prefix="artifacts/",
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    noncurrent_version_expiration=noncurrent_version_expiration,
+                    abort_incomplete_multipart_upload_after=cdk.Duration.days(7),
+                )
+            ],
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        self._deny_foreign_encryption()
+
+    @property
+    def model_objects_arn(self) -> str:
+        return self.bucket.arn_for_objects(f"{self.model_prefix}*")
+
+    def _deny_foreign_encryption(self) -> None:
+        """Uploads that ask for another encryption or another key are refused.
+
+        `IfExists`: a PUT without the headers gets the bucket default (this key), which is fine.
+        """
+        for condition_key, allowed in (
+            ("s3:x-amz-server-side-encryption", "aws:kms"),
+            ("s3:x-amz-server-side-encryption-aws-kms-key-id", self.key.key_arn),
+        ):
+            self.bucket.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="DenyForeignEncryption" + ("Type" if condition_key.endswith("encryption") else "Key"),
+                    effect=iam.Effect.DENY,
+                    principals=[iam.AnyPrincipal()],
+                    actions=["s3:PutObject"],
+                    resources=[self.bucket.arn_for_objects("*")],
+                    conditions={"StringNotEqualsIfExists": {condition_key: allowed}},
+                )
+            )
+
+    def allow_model_read(self, role: iam.IRole, sid: str) -> None:
+        """Bucket policy + key grant: `role` may read (and list) the model prefix only."""
+        self.bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid=f"{sid}ReadModels",
+                principals=[iam.ArnPrincipal(role.role_arn)],
+                actions=["s3:GetObject", "s3:GetObjectVersion"],
+                resources=[self.model_objects_arn],
+            )
+        )
+        self.bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid=f"{sid}ListModels",
+                principals=[iam.ArnPrincipal(role.role_arn)],
+                actions=["s3:ListBucket"],
+                resources=[self.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{self.model_prefix}*"]}},
+            )
+        )
+
+    def allow_account_read(self, account: str) -> None:
+        """Another account (a later stage promoting these artifacts) may read and decrypt models.
+
+        That account's own IAM policies still decide which of its roles may do so.
+        """
+        principal = iam.AccountPrincipal(account)
+        self.bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid=f"Account{account}ReadModels",
+                principals=[principal],
+                actions=["s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectTagging"],
+                resources=[self.model_objects_arn],
+            )
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid=f"Account{account}DecryptModels",
+                principals=[principal],
+                actions=["kms:Decrypt", "kms:DescribeKey"],
+                resources=["*"],  # in a key policy "*" means this key
+                conditions={"StringEquals": {"kms:ViaService": f"s3.{cdk.Aws.REGION}.amazonaws.com"}},
+            )
+        )
+
+    def allow_model_write(self, role: iam.IRole, sid: str) -> None:
+        """Bucket policy: `role` may write (and read back) the model prefix only."""
+        self.bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid=f"{sid}WriteModels",
+                principals=[iam.ArnPrincipal(role.role_arn)],
+                actions=[
+                    "s3:PutObject",
+                    "s3:GetObject",
+                    "s3:AbortMultipartUpload",
+                    "s3:ListMultipartUploadParts",
+                ],
+                resources=[self.model_objects_arn],
+            )
+        )

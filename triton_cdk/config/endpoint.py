@@ -1,0 +1,189 @@
+"""Settings of one SageMaker endpoint (`endpoints:` in config/<stage>.yaml).
+
+Ranges are SageMaker's own (CreateEndpointConfig / CreateEndpoint API reference); the checks
+that need the instance catalogue or the model list live in triton_cdk.config.app.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, PositiveInt, model_validator
+
+from model_build.settings import MODEL_NAME_PATTERN, StrictModel
+
+# SageMaker: EndpointName / EndpointConfigName <= 63 chars, ^[a-zA-Z0-9](-*[a-zA-Z0-9])*
+ENDPOINT_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
+
+
+class ContainerSettings(StrictModel):
+    """Environment of the Triton container (read by Triton's docker/sagemaker/serve)."""
+
+    log_verbose: bool = Field(default=False, description="SAGEMAKER_TRITON_LOG_VERBOSE (Triton's default: true).")
+    thread_count: PositiveInt | None = Field(default=None, description="SAGEMAKER_TRITON_THREAD_COUNT")
+    buffer_manager_thread_count: PositiveInt | None = Field(
+        default=None, description="SAGEMAKER_TRITON_BUFFER_MANAGER_THREAD_COUNT"
+    )
+    shm_default_byte_size: PositiveInt | None = Field(
+        default=None, description="SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE (Python backend; Triton default 16 MiB)"
+    )
+    shm_growth_byte_size: PositiveInt | None = Field(
+        default=None, description="SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE (Python backend; Triton default 1 MiB)"
+    )
+    model_load_gpu_limit: float | None = Field(
+        default=None, gt=0, le=1, description="SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT (fraction of GPU memory)"
+    )
+    ping_mode: Literal["ready", "live"] | None = Field(default=None, description="SAGEMAKER_TRITON_PING_MODE")
+    additional_args: str | None = Field(default=None, description="SAGEMAKER_TRITON_ADDITIONAL_ARGS")
+    extra_environment: dict[str, str] = Field(default_factory=dict)
+
+
+class ScheduledScaling(StrictModel):
+    name: str = Field(pattern=r"^[A-Za-z0-9-]{1,64}$")
+    schedule: str = Field(description="cron(...), rate(...) or at(...) expression (Application Auto Scaling).")
+    min_capacity: PositiveInt | None = None
+    max_capacity: PositiveInt | None = None
+    time_zone: str | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ScheduledScaling:
+        if not self.schedule.startswith(("cron(", "rate(", "at(")):
+            raise ValueError(f"schedule must start with cron(, rate( or at(, got {self.schedule!r}")
+        if self.min_capacity is None and self.max_capacity is None:
+            raise ValueError("a scheduled action needs min_capacity and/or max_capacity")
+        if self.min_capacity and self.max_capacity and self.min_capacity > self.max_capacity:
+            raise ValueError(f"min_capacity {self.min_capacity} > max_capacity {self.max_capacity}")
+        return self
+
+
+class AutoscalingSettings(StrictModel):
+    min_capacity: int = Field(default=1, ge=1, description="SageMaker needs at least 1 instance.")
+    max_capacity: PositiveInt = 2
+    invocations_per_instance: PositiveInt | None = Field(
+        default=None, description="Target of SageMakerVariantInvocationsPerInstance (per minute)."
+    )
+    gpu_utilization_percent: float | None = Field(
+        default=None, gt=0, le=100, description="Per-GPU target; multiplied by the instance's GPU count."
+    )
+    scale_in_cooldown_seconds: int = Field(default=300, ge=0, le=86400)
+    scale_out_cooldown_seconds: int = Field(default=60, ge=0, le=86400)
+    disable_scale_in: bool = False
+    scheduled: list[ScheduledScaling] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> AutoscalingSettings:
+        if self.min_capacity > self.max_capacity:
+            raise ValueError(f"min_capacity {self.min_capacity} > max_capacity {self.max_capacity}")
+        if self.invocations_per_instance is None and self.gpu_utilization_percent is None:
+            raise ValueError("set invocations_per_instance and/or gpu_utilization_percent (or leave out autoscaling)")
+        return self
+
+
+class AlarmSettings(StrictModel):
+    latency_p99_ms: float = Field(default=1000, gt=0, description="ModelLatency p99 threshold in milliseconds.")
+    errors_5xx: int = Field(default=1, ge=1, description="Invocation5XXErrors count per period that alarms.")
+    errors_4xx_rate_percent: float = Field(default=5, gt=0, le=100)
+    gpu_memory_percent: float = Field(default=90, gt=0, le=100, description="Per GPU.")
+    cpu_percent: float = Field(default=90, gt=0, le=100, description="Per vCPU.")
+    memory_percent: float = Field(default=90, gt=0, le=100)
+    disk_percent: float = Field(default=85, gt=0, le=100, description="Multi-model endpoints.")
+    model_loading_wait_ms: float = Field(default=30000, gt=0, description="Multi-model: ModelLoadingWaitTime p99.")
+    model_cache_hit_min_percent: float = Field(default=50, ge=0, le=100, description="Multi-model: ModelCacheHit.")
+    period_seconds: Literal[60, 300, 900, 3600] = 300
+    evaluation_periods: int = Field(default=3, ge=1, le=100)
+    datapoints_to_alarm: int = Field(default=2, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _datapoints(self) -> AlarmSettings:
+        if self.datapoints_to_alarm > self.evaluation_periods:
+            raise ValueError(
+                f"datapoints_to_alarm {self.datapoints_to_alarm} > evaluation_periods {self.evaluation_periods}"
+            )
+        return self
+
+
+RollbackAlarm = Literal["latency", "errors_5xx", "errors_4xx", "gpu_memory", "cpu", "memory", "disk"]
+
+
+class DeploymentSettings(StrictModel):
+    strategy: Literal["blue_green", "rolling"] = "blue_green"
+    traffic: Literal["all_at_once", "canary", "linear"] = Field(
+        default="all_at_once", description="Blue/green traffic shifting."
+    )
+    canary_percent: float = Field(default=10, gt=0, lt=100, description="Canary: share of capacity shifted first.")
+    linear_step_percent: float = Field(default=20, gt=0, lt=100, description="Linear: share shifted per step.")
+    wait_seconds: int = Field(default=300, ge=0, le=3600, description="Bake time between traffic steps.")
+    termination_wait_seconds: int = Field(default=300, ge=0, le=3600, description="Old fleet kept for rollback.")
+    maximum_execution_timeout_seconds: int = Field(default=3600, ge=600, le=14400)
+    rolling_batch_percent: float = Field(default=25, gt=0, le=100, description="Rolling: capacity per batch.")
+    rollback_alarms: list[RollbackAlarm] = Field(
+        default_factory=lambda: ["latency", "errors_5xx"],
+        description="Endpoint alarms that roll a deployment back.",
+    )
+
+    @model_validator(mode="after")
+    def _rollback(self) -> DeploymentSettings:
+        if self.strategy == "blue_green" and self.traffic in ("canary", "linear") and not self.rollback_alarms:
+            raise ValueError(
+                f"traffic '{self.traffic}' without rollback_alarms would shift all traffic even when the new "
+                "fleet fails; list at least one of latency, errors_5xx, errors_4xx, gpu_memory, cpu, memory, disk"
+            )
+        if len(set(self.rollback_alarms)) != len(self.rollback_alarms):
+            raise ValueError("rollback_alarms lists an alarm twice")
+        return self
+
+
+class DataCaptureSettings(StrictModel):
+    enabled: bool = False
+    sampling_percent: int = Field(default=20, ge=0, le=100)
+    capture_request: bool = True
+    capture_response: bool = True
+
+
+class VpcSettings(StrictModel):
+    subnet_ids: list[str] = Field(min_length=1, max_length=16)
+    security_group_ids: list[str] = Field(min_length=1, max_length=5)
+
+
+class EndpointSettings(StrictModel):
+    name: str = Field(pattern=ENDPOINT_NAME_PATTERN, max_length=63)
+    mode: Literal["single_model", "multi_model"]
+    models: list[str] = Field(min_length=1)
+    instance_type: str
+    initial_instance_count: PositiveInt = 1
+    volume_size_gb: int | None = Field(default=None, ge=1, le=512)
+    model_data_download_timeout_seconds: int | None = Field(default=None, ge=60, le=3600)
+    container_startup_health_check_timeout_seconds: int | None = Field(default=None, ge=60, le=3600)
+    uncompressed_model_data: bool = Field(
+        default=False, description="Single-model: serve the unpacked folder (ModelDataSource, CompressionType None)."
+    )
+    container: ContainerSettings = ContainerSettings()
+    autoscaling: AutoscalingSettings | None = None
+    alarms: AlarmSettings = AlarmSettings()
+    deployment: DeploymentSettings = DeploymentSettings()
+    data_capture: DataCaptureSettings = DataCaptureSettings()
+    vpc: VpcSettings | None = None
+    network_isolation: bool = False
+
+    @model_validator(mode="after")
+    def _models(self) -> EndpointSettings:
+        import re
+
+        bad = [m for m in self.models if not re.match(MODEL_NAME_PATTERN, m)]
+        if bad:
+            raise ValueError(f"model names {bad} are not valid Triton model names ({MODEL_NAME_PATTERN})")
+        duplicates = sorted({m for m in self.models if self.models.count(m) > 1})
+        if duplicates:
+            raise ValueError(f"models listed twice on one endpoint: {duplicates}")
+        if self.mode == "single_model" and len(self.models) != 1:
+            raise ValueError(
+                f"mode 'single_model' serves exactly one model, got {len(self.models)}; use mode 'multi_model'"
+            )
+        if self.uncompressed_model_data and self.mode != "single_model":
+            raise ValueError("uncompressed_model_data is for single_model endpoints only")
+        if self.autoscaling and self.initial_instance_count < self.autoscaling.min_capacity:
+            raise ValueError(
+                f"initial_instance_count {self.initial_instance_count} < autoscaling.min_capacity "
+                f"{self.autoscaling.min_capacity}"
+            )
+        return self

@@ -1,0 +1,135 @@
+"""Least-privilege roles for SageMaker (serving) and CodeBuild (model build)."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from triton_cdk.artifacts import ArtifactStore
+from triton_cdk.nag import acknowledge
+
+
+def _service_principal(service: str) -> iam.ServicePrincipal:
+    # aws:SourceAccount stops another account's SageMaker/CodeBuild from using this role
+    # (confused-deputy protection).
+    return iam.ServicePrincipal(service, conditions={"StringEquals": {"aws:SourceAccount": cdk.Aws.ACCOUNT_ID}})
+
+
+class SageMakerExecutionRole(Construct):
+    """The role SageMaker models assume: read models, decrypt, pull the Triton image, log.
+
+    No managed *FullAccess policy; `Resource: "*"` only for actions that have no resource type.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, store: ArtifactStore, image_repository_arn: str) -> None:
+        super().__init__(scope, construct_id)
+        stack = cdk.Stack.of(self)
+        self.role = iam.Role(
+            self,
+            "Resource",
+            assumed_by=_service_principal("sagemaker.amazonaws.com"),
+            description="SageMaker execution role for Triton models",
+        )
+        statements = [
+            iam.PolicyStatement(
+                sid="ReadModels", actions=["s3:GetObject", "s3:GetObjectVersion"], resources=[store.model_objects_arn]
+            ),
+            iam.PolicyStatement(
+                sid="ListModels",
+                actions=["s3:ListBucket"],
+                resources=[store.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{store.model_prefix}*"]}},
+            ),
+            iam.PolicyStatement(
+                sid="DecryptModels", actions=["kms:Decrypt", "kms:DescribeKey"], resources=[store.key.key_arn]
+            ),
+            iam.PolicyStatement(
+                sid="PullTritonImage",
+                actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+                resources=[image_repository_arn],
+            ),
+            # ecr:GetAuthorizationToken has no resource type: it can only be granted on "*".
+            iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+            iam.PolicyStatement(
+                sid="WriteLogs",
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                resources=[
+                    stack.format_arn(
+                        service="logs",
+                        resource="log-group",
+                        resource_name="/aws/sagemaker/Endpoints/*",
+                        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
+            ),
+            # cloudwatch:PutMetricData has no resource type; the namespace condition narrows it.
+            iam.PolicyStatement(
+                sid="PutMetrics",
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*", "AWS/SageMaker"]}},
+            ),
+        ]
+        for statement in statements:
+            self.role.add_to_principal_policy(statement)
+        store.allow_model_read(self.role, "SageMakerExecution")
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5",
+            "Scoped to the model prefix, SageMaker's endpoint log groups, and two actions without a resource "
+            "type (ecr:GetAuthorizationToken, cloudwatch:PutMetricData with a namespace condition).",
+            applies_to=[
+                f"Resource::<{stack.get_logical_id(store.bucket.node.default_child)}.Arn>/{store.model_prefix}*",
+                "Resource::*",
+                "Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws/sagemaker/Endpoints/*",
+            ],
+        )
+
+
+class ModelBuildRole(Construct):
+    """The role the CodeBuild model build assumes: write the model prefix with the key.
+
+    The build stack adds what its project needs on top (source read, its own log group).
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, store: ArtifactStore) -> None:
+        super().__init__(scope, construct_id)
+        stack = cdk.Stack.of(self)
+        self.role = iam.Role(
+            self,
+            "Resource",
+            assumed_by=_service_principal("codebuild.amazonaws.com"),
+            description="CodeBuild role of the Triton model build",
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="WriteModels",
+                actions=["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+                resources=[store.model_objects_arn],
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ListModels",
+                actions=["s3:ListBucket"],
+                resources=[store.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{store.model_prefix}*"]}},
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="EncryptModels",
+                actions=["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
+                resources=[store.key.key_arn],
+            )
+        )
+        store.allow_model_write(self.role, "ModelBuild")
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5",
+            "Object access is scoped to the content-addressed model prefix; keys are not known at synth.",
+            applies_to=[
+                f"Resource::<{stack.get_logical_id(store.bucket.node.default_child)}.Arn>/{store.model_prefix}*"
+            ],
+        )
