@@ -10,6 +10,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAGE ?= dev
 STAGES := dev prod
+# The default stage synthesizes into cdk.out/, others into cdk.out-<stage>/.
+OUTDIR = $(if $(filter dev,$(STAGE)),cdk.out,cdk.out-$(STAGE))
 CDK := node_modules/.bin/cdk
 CDK_FLAGS := --no-notices --no-version-reporting --ci
 
@@ -20,6 +22,10 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: bootstrap synth synth-all test lint pytest cfn-lint clean
+
+# Area-specific targets (e.g. mk/local.mk: the local Triton endpoint and its environment).
+TRITON_ENV_STAMP :=
+-include mk/*.mk
 
 # Re-run pip when a requirements file changes (the stamp is older than it).
 $(BIN)/.requirements.stamp: requirements.txt requirements-dev.txt
@@ -35,7 +41,7 @@ node_modules/.package.stamp: package.json package-lock.json
 bootstrap: $(BIN)/.requirements.stamp node_modules/.package.stamp
 
 synth: bootstrap
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(CDK) synth --all -c stage=$(STAGE) $(CDK_FLAGS) --quiet -o cdk.out/$(STAGE)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(CDK) synth --all -c stage=$(STAGE) $(CDK_FLAGS) --quiet -o $(OUTDIR)
 
 synth-all: bootstrap
 	@for s in $(STAGES); do $(MAKE) --no-print-directory synth STAGE=$$s; done
@@ -44,15 +50,13 @@ lint: bootstrap
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-pytest: bootstrap
+pytest: bootstrap $(TRITON_ENV_STAMP)
 	$(BIN)/python -m pytest
 
 cfn-lint: synth-all
-	$(BIN)/cfn-lint --non-zero-exit-code warning -- $$(find cdk.out -name '*.template.json' | sort)
+	$(BIN)/cfn-lint --non-zero-exit-code warning -- $$(find cdk.out cdk.out-* -name '*.template.json' | sort)
 
 test: lint pytest cfn-lint
 
--include mk/*.mk
-
 clean:
-	rm -rf cdk.out .pytest_cache .ruff_cache
+	rm -rf cdk.out cdk.out-* .pytest_cache .ruff_cache

@@ -1,8 +1,8 @@
 """The library entry point: numpy arrays in, numpy arrays out.
 
-    client = EndpointClient.for_endpoint("my-endpoint")            # SageMaker runtime (boto3)
-    client = EndpointClient.for_url("http://127.0.0.1:8080")       # `make local`
-    outputs = client.invoke({"INPUT0": a, "INPUT1": b}, target_model="add_sub.tar.gz")
+client = EndpointClient.for_endpoint("my-endpoint")            # SageMaker runtime (boto3)
+client = EndpointClient.for_url("http://127.0.0.1:8080")       # `make local`
+outputs = client.invoke({"INPUT0": a, "INPUT1": b}, target_model="add_sub.tar.gz")
 """
 
 from __future__ import annotations
@@ -25,12 +25,15 @@ class EndpointClient:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
     @classmethod
-    def for_endpoint(cls, endpoint_name: str, *, region: str | None = None, **options) -> EndpointClient:
-        return cls(SageMakerTransport(endpoint_name, region=region), **options)
+    def for_endpoint(
+        cls, endpoint_name: str, *, region: str | None = None, model_name: str | None = None, **options
+    ) -> EndpointClient:
+        """`model_name` (optional) names a single-model endpoint's model in error messages."""
+        return cls(SageMakerTransport(endpoint_name, region=region, model_name=model_name), **options)
 
     @classmethod
-    def for_url(cls, url: str, **options) -> EndpointClient:
-        return cls(LocalTransport(url), **options)
+    def for_url(cls, url: str, *, model_name: str | None = None, **options) -> EndpointClient:
+        return cls(LocalTransport(url, model_name=model_name), **options)
 
     def invoke(
         self,

@@ -44,7 +44,9 @@ def encode_request(
 ) -> EncodedRequest:
     """Build the body and Content-Type of one inference request; `outputs` empty asks for all outputs."""
     if not inputs:
-        raise InvalidInputError("no inputs given: pass at least one tensor (--input, --tensor, --inputs-json or a preset)")
+        raise InvalidInputError(
+            "no inputs given: pass at least one tensor (--input, --tensor, --inputs-json or a preset)"
+        )
     binary = encoding is Encoding.BINARY
     infer_inputs = []
     for name, array in inputs.items():
@@ -66,7 +68,13 @@ def encode_request(
     body, json_size = triton_http.InferenceServerClient.generate_request_body(infer_inputs, outputs=requested)
     body = body if isinstance(body, bytes) else body.encode("utf-8")
     if json_size is None:
-        return EncodedRequest(body, JSON_CONTENT_TYPE)
+        # With no outputs named, tritonclient asks for *binary* outputs (parameters.binary_data_output,
+        # a reserved parameter it will not let us pass): a plain-JSON request wants a plain-JSON reply.
+        document = json.loads(body)
+        document.get("parameters", {}).pop("binary_data_output", None)
+        if not document.get("parameters", True):
+            del document["parameters"]
+        return EncodedRequest(json.dumps(document).encode(), JSON_CONTENT_TYPE)
     return EncodedRequest(body, f"{BINARY_CONTENT_TYPE_PREFIX}{json_size}")
 
 

@@ -16,7 +16,21 @@ from tritonclient.utils import triton_to_np_dtype
 
 from endpoint_client.errors import InvalidInputError
 
-TRITON_DATATYPES = ("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64", "BYTES")
+TRITON_DATATYPES = (
+    "BOOL",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "FP16",
+    "FP32",
+    "FP64",
+    "BYTES",
+)
 
 
 def numpy_dtype(datatype: str, where: str) -> np.dtype:
@@ -36,7 +50,9 @@ def _reshape(values: np.ndarray, shape: list[int], where: str) -> np.ndarray:
     if any(d < 0 for d in shape):
         raise InvalidInputError(f"{where}: shape {shape} has a negative dimension")
     if values.size != int(np.prod(shape)):
-        raise InvalidInputError(f"{where}: {values.size} values do not fill shape {shape} ({int(np.prod(shape))} needed)")
+        raise InvalidInputError(
+            f"{where}: {values.size} values do not fill shape {shape} ({int(np.prod(shape))} needed)"
+        )
     return values.reshape(shape)
 
 
@@ -95,7 +111,9 @@ def load_array_file(spec: str) -> dict[str, np.ndarray]:
 def inputs_from_v2_json(document: Any, where: str) -> dict[str, np.ndarray]:
     """A KServe v2 inference request (`{"inputs": [...]}`) -> {name: array}."""
     if not isinstance(document, dict) or not isinstance(document.get("inputs"), list):
-        raise InvalidInputError(f'{where}: expected a KServe v2 request {{"inputs": [{{"name", "datatype", "shape", "data"}}]}}')
+        raise InvalidInputError(
+            f'{where}: expected a KServe v2 request {{"inputs": [{{"name", "datatype", "shape", "data"}}]}}'
+        )
     tensors: dict[str, np.ndarray] = {}
     for index, entry in enumerate(document["inputs"]):
         missing = [k for k in ("name", "datatype", "shape", "data") if not isinstance(entry, dict) or k not in entry]
@@ -105,7 +123,11 @@ def inputs_from_v2_json(document: Any, where: str) -> dict[str, np.ndarray]:
         dtype = numpy_dtype(str(entry["datatype"]), label)
         flat = np.array(entry["data"], dtype=object).reshape(-1)
         try:
-            values = np.array([v.encode() if isinstance(v, str) else v for v in flat], dtype=object) if dtype == np.object_ else flat.astype(dtype)
+            values = (
+                np.array([v.encode() if isinstance(v, str) else v for v in flat], dtype=object)
+                if dtype == np.object_
+                else flat.astype(dtype)
+            )
         except (TypeError, ValueError):
             raise InvalidInputError(f"{label}: data are not all {entry['datatype']} values") from None
         tensors[entry["name"]] = _reshape(values, [int(d) for d in entry["shape"]], label)

@@ -12,6 +12,8 @@ included), also after a failed start.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -30,6 +32,7 @@ from endpoint_client.sagemaker_serve import ServePlan, serve_plan
 from endpoint_client.transport import http_request, json_request
 from endpoint_client.triton_install import DEFAULT_TRITON_ENV, TritonInstall
 
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 LOOPBACK = "127.0.0.1"  # Triton's SageMaker port binds all interfaces (no address flag): talk to loopback only
 
 
@@ -113,7 +116,13 @@ class LocalEndpoint:
         env = install.environment({**os.environ, **container_env, **self.plan.environment})
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                arguments, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                arguments,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         try:
             self._wait_for_ping()
@@ -153,10 +162,8 @@ class LocalEndpoint:
         process, self.process = self.process, None
         if process is not None:
             _signal_group(process, signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                pass
             _signal_group(process, signal.SIGKILL)  # stubs left behind by a crashed server go too
             process.wait()
         if self._owned_workdir is not None:
@@ -184,8 +191,13 @@ class LocalEndpoint:
         return [model["modelName"] for model in json.loads(body).get("models", [])]
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: Linux SIGKILLs the server if the process that started it dies without
+    stopping it (e.g. pytest killed by SIGKILL); the Python backend stubs exit when the server does."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def _signal_group(process: subprocess.Popen, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signum)  # start_new_session=True: the group id is the server's pid
-    except ProcessLookupError:
-        pass

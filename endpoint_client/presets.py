@@ -127,7 +127,7 @@ def fallback_tokenize(text: str, *, max_length: int = 128) -> Tokens:
     """Deterministic stand-in: lower-cased words and punctuation, each hashed to an id in [1000, 30522)."""
     words = re.findall(r"\w+|[^\w\s]", text.lower())
     ids = [BERT_CLS] + [_FIRST_WORD_ID + zlib.crc32(w.encode()) % (BERT_VOCAB_SIZE - _FIRST_WORD_ID) for w in words]
-    ids = ids[: max_length - 1] + [BERT_SEP]
+    ids = [*ids[: max_length - 1], BERT_SEP]
     padded = np.full((1, max_length), BERT_PAD, dtype=np.int32)
     padded[0, : len(ids)] = ids
     mask = np.zeros((1, max_length), dtype=np.int32)

@@ -36,16 +36,20 @@ class Transport(Protocol):
 class SageMakerTransport:
     """`sagemaker-runtime` `invoke_endpoint`; `TargetModel` routes a multi-model endpoint's request."""
 
-    def __init__(self, endpoint_name: str, *, client: Any = None, region: str | None = None) -> None:
+    def __init__(
+        self, endpoint_name: str, *, client: Any = None, region: str | None = None, model_name: str | None = None
+    ) -> None:
         if client is None:
             import boto3  # only this transport needs it; `invoke --url` works without AWS configuration
 
             client = boto3.client("sagemaker-runtime", region_name=region)
         self.endpoint_name = endpoint_name
         self.client = client
+        self.model_name = model_name  # only for messages: the model a single-model endpoint serves
 
     def describe(self, target_model: str | None) -> str:
-        return f"{self.endpoint_name}/{target_model}" if target_model else self.endpoint_name
+        model = target_model or self.model_name
+        return f"{model} on endpoint {self.endpoint_name}" if model else f"endpoint {self.endpoint_name}"
 
     def send(self, request: EncodedRequest, *, target_model: str | None = None) -> Reply:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -90,15 +94,17 @@ class LocalTransport:
     `/models/<name>/invoke`, the one SageMaker itself calls after loading the model.
     """
 
-    def __init__(self, url: str, *, timeout: float = 60.0) -> None:
+    def __init__(self, url: str, *, timeout: float = 60.0, model_name: str | None = None) -> None:
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise InvalidInputError(f"--url must look like http://127.0.0.1:8080, got {url!r}")
         self.url = url.rstrip("/")
         self.timeout = timeout
+        self.model_name = model_name  # only for messages: the model a single-model endpoint serves
 
     def describe(self, target_model: str | None) -> str:
-        return target_model or f"{self.url} (SAGEMAKER_TRITON_DEFAULT_MODEL_NAME)"
+        model = target_model or self.model_name
+        return f"{model} at {self.url}" if model else f"default model at {self.url}"
 
     def send(self, request: EncodedRequest, *, target_model: str | None = None) -> Reply:
         headers = {"Content-Type": request.content_type}

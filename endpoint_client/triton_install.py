@@ -48,15 +48,21 @@ class TritonInstall:
                 f"no Triton server in {venv}: create it with `make .venv-triton/.stamp` "
                 "(installs nvidia-pytriton from requirements-triton.txt)"
             )
-        facts = json.loads(subprocess.run([python, "-c", _INTERPRETER_FACTS], check=True, capture_output=True, text=True).stdout)
+        facts = json.loads(
+            subprocess.run([python, "-c", _INTERPRETER_FACTS], check=True, capture_output=True, text=True).stdout
+        )
         if not facts["shared"]:
             raise LocalEndpointError(
                 f"{python} is a Python built without a shared libpython; the Python backend stub needs "
                 "libpython3.X.so: build the venv from a Python with --enable-shared (e.g. Debian's python3)"
             )
-        install = cls(venv, roots[0], roots[0].parent.parent / "nvidia_pytriton.libs", facts["version"], Path(facts["libdir"]))
+        install = cls(
+            venv, roots[0], roots[0].parent.parent / "nvidia_pytriton.libs", facts["version"], Path(facts["libdir"])
+        )
         if not install.stub.is_file():
-            raise LocalEndpointError(f"nvidia-pytriton has no Python backend stub for Python {install.python_version} ({install.stub})")
+            raise LocalEndpointError(
+                f"nvidia-pytriton has no Python backend stub for Python {install.python_version} ({install.stub})"
+            )
         return install
 
     @property

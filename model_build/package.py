@@ -66,7 +66,7 @@ FIXED_MTIME = 315532800
 CHUNK_SIZE = 1024 * 1024
 # Deflate this much of each chunk (4 slices spread over it) to decide how to treat the chunk.
 _SAMPLE_SLICES = 4
-_SAMPLE_SLICE_SIZE = 8 * 1024
+_SAMPLE_SLICE_SIZE = 4 * 1024
 # Store the chunk when its deflated sample keeps more than this fraction of its size.
 _STORE_ABOVE_RATIO = 0.90
 _SAMPLE_LEVEL = 1
@@ -213,15 +213,18 @@ def _tar_stream(entries: Sequence[Entry]) -> Iterator[bytes]:
         remaining = entry.size
         with entry.source.open("rb") as stream:
             while remaining:
-                piece = stream.read(min(remaining, CHUNK_SIZE))
+                # Read up to the next chunk boundary of the stream, so that most pieces are whole
+                # chunks that _chunks passes on without copying.
+                piece = stream.read(min(remaining, CHUNK_SIZE - written % CHUNK_SIZE))
                 if not piece:
                     raise ModelBuildError(f"{entry.source}: file shrank while it was being packaged; try again")
                 remaining -= len(piece)
+                written += len(piece)
                 yield piece
             if stream.read(1):
                 raise ModelBuildError(f"{entry.source}: file grew while it was being packaged; try again")
         padding = -entry.size % tarfile.BLOCKSIZE
-        written += entry.size + padding
+        written += padding
         yield bytes(padding)
     # Two zero blocks end the archive; GNU tar and tarfile then pad to a 10 KiB record.
     end = 2 * tarfile.BLOCKSIZE
@@ -234,6 +237,9 @@ def _chunks(pieces: Iterator[bytes], size: int = CHUNK_SIZE) -> Iterator[bytes]:
     only on the stream's bytes, never on how it was read."""
     buffer = bytearray()
     for piece in pieces:
+        if not buffer and len(piece) == size:
+            yield piece
+            continue
         buffer += piece
         while len(buffer) >= size:
             yield bytes(buffer[:size])

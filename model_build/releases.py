@@ -9,12 +9,14 @@ refuses an endpoint whose GPU the release does not support.
 Sources, checked with the project's search tool on 2026-11-22:
 - CUDA version and minimum compute capability: NVIDIA's Triton release notes,
   https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-<YY-MM>.html
-  ("Release 23.12 is based on CUDA 12.3.2", "Release 25.04 ... supports CUDA compute capability 7.5
-  and later", "Release 26.05 is based on CUDA 13.2.1 ... 7.5 and later").
+  ("Release 23.12 is based on CUDA 12.3.2", "Release 25.04 is based on CUDA 12.9.0 ... supports CUDA
+  compute capability 7.5 and later", "Release 26.05 is based on CUDA 13.2.1 ... 7.5 and later").
+  Seen for 23.12, 24.05 (12.4.1 per the MXNet 24.05 notes), 25.04 and 26.05; the CUDA of 24.01,
+  24.03, 24.09 and 25.09 was not re-checked (informational only: no rule reads it).
 - TensorRT per release: NVIDIA's frameworks containers of the same month ship the same TensorRT
   (MXNet release notes 24.05 list "NVIDIA TensorRT 10.0.1.6"). The main `py3` Triton images list
   TensorRT only in the Frameworks Support Matrix, which the search index does not hold; rows marked
-  `verified=False` below come from that matrix as remembered and were NOT re-checked here. The
+  `tensorrt_verified=False` below come from that matrix as remembered and were NOT re-checked here. The
   build's `--expect-tensorrt` check (trtexec's own banner) is what guards a wrong row.
 """
 
@@ -47,7 +49,9 @@ _RELEASES = [
     TritonRelease("23.12", "8.6.1.6", "12.3.2", "6.0", tensorrt_verified=False),
     TritonRelease("24.01", "8.6.1.6", "12.3.2", "6.0", tensorrt_verified=False),
     TritonRelease("24.03", "8.6.3", "12.4.0", "6.0", tensorrt_verified=False),
-    # TensorRT 10.0 dropped Pascal; Volta (7.0) still runs until TensorRT 10.5 (../shared/README.md).
+    # TensorRT 10.x "has been compiled to support all NVIDIA hardware with capability SM 7.0 or higher"
+    # (TensorRT 10.1 support matrix), so Pascal is out although Triton's notes still say 6.0; Volta
+    # (7.0) runs until TensorRT 10.5 (../shared/README.md).
     TritonRelease("24.05", "10.0.1.6", "12.4.1", "7.0", tensorrt_verified=True),
     TritonRelease("24.09", "10.4.0.26", "12.6.1", "7.0", tensorrt_verified=False),
     # TensorRT 10.5+ dropped Volta and Triton 25.03+ needs compute capability >= 7.5 (release notes).
@@ -95,6 +99,11 @@ def supports_compute_capability(release_name: str, compute_capability: str) -> b
 
 
 def same_tensorrt(found: str, expected: str) -> bool:
-    """Versions match on every component `expected` gives: "10.4" matches "10.4.0.26"."""
-    wanted = expected.strip().split(".")
-    return found.strip().split(".")[: len(wanted)] == wanted
+    """Versions match on every component both give: "10.4" and "10.4.0" match "10.4.0.26".
+
+    trtexec's banner carries major.minor.patch only (v100400), the tables give the build too;
+    a container never mixes two builds of one patch release.
+    """
+    have, want = found.strip().split("."), expected.strip().split(".")
+    common = min(len(have), len(want))
+    return common >= 2 and have[:common] == want[:common]

@@ -307,12 +307,13 @@ def build_engine(
                 "tensorrt": settings.tensorrt.model_dump(mode="json"),
             },
             "shape_profiles": [asdict(p) for p in shape_profiles(signature, settings)],
-            "argv": [
-                str(engine) if arg == str(temp_engine) else arg.replace(str(temp_engine), str(engine)) for arg in argv
-            ],
+            "argv": [arg.replace(str(temp_engine), str(engine)) for arg in argv],
         }
         info_file = model_dir / "build-info.json"
-        # Engine first, then its record: a build-info.json always describes the model.plan beside it.
+        # A stale record must never describe a new engine: drop it, swap the engine in, then write the
+        # new record (each step atomic). A crash in between leaves an engine without a record, which
+        # `package` can refuse, never a record that lies.
+        info_file.unlink(missing_ok=True)
         temp_engine.replace(engine)
         pbtxt.write_atomically(info_file, (json.dumps(info, indent=2) + "\n").encode())
     finally:

@@ -1,16 +1,135 @@
 """Stateless stack: one Triton endpoint (model, endpoint config, endpoint, scaling, alarms).
 
-SCAFFOLD: the serving issue fills this in.
+It only maps config/<stage>.yaml onto the serving constructs (triton_cdk.serving) and grants
+what they need; the S3 locations come from EndpointArtifacts (triton_cdk.artifact_keys), the one
+mapping from a configured model to its content-addressed key.
 """
 
 from __future__ import annotations
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from model_build.catalogue import InstanceType, instance_type
 from stacks.artifact_stack import ArtifactStack
 from triton_cdk.artifact_keys import EndpointArtifacts
 from triton_cdk.config import AppConfig
+from triton_cdk.config.endpoint import EndpointSettings
+from triton_cdk.images import TritonImageLookup
+from triton_cdk.nag import acknowledge
+from triton_cdk.notifications import NotificationTopic
+from triton_cdk.serving import (
+    DataCapture,
+    DeploymentPolicy,
+    ProductionVariant,
+    TrafficRouting,
+    TritonEndpoint,
+    TritonEndpointMonitoring,
+    TritonEndpointScaling,
+    TritonModel,
+    TritonModelData,
+)
+from triton_cdk.serving.autoscaling import ScalingSettings, ScheduledCapacity
+from triton_cdk.serving.environment import container_environment
+from triton_cdk.serving.monitoring import AlarmThresholds, VariantHardware
+from triton_cdk.serving.triton_model import ModelVpc
+
+DATA_CAPTURE_PREFIX = "data-capture/"
+
+
+def model_data(located: EndpointArtifacts, artifacts: ArtifactStack) -> TritonModelData:
+    """The endpoint's S3 location, from its content-addressed artifact keys."""
+    bucket = artifacts.store.bucket
+    settings = located.endpoint
+    if settings.mode == "multi_model":
+        return TritonModelData.from_multi_model_prefix(bucket, located.multi_model_prefix)
+    (model,) = located.models
+    if settings.uncompressed_model_data:
+        return TritonModelData.from_uncompressed_prefix(bucket, model.uncompressed_prefix)
+    return TritonModelData.from_archive(bucket, model.key)
+
+
+def deployment_policy(settings: EndpointSettings) -> DeploymentPolicy:
+    d = settings.deployment
+    if d.strategy == "rolling":
+        return DeploymentPolicy.rolling(
+            batch_percent=d.rolling_batch_percent,
+            wait_seconds=d.wait_seconds,
+            maximum_execution_timeout_seconds=d.maximum_execution_timeout_seconds,
+        )
+    traffic = {
+        "all_at_once": lambda: TrafficRouting.all_at_once(wait_seconds=d.wait_seconds),
+        "canary": lambda: TrafficRouting.canary(percent=d.canary_percent, wait_seconds=d.wait_seconds),
+        "linear": lambda: TrafficRouting.linear(step_percent=d.linear_step_percent, wait_seconds=d.wait_seconds),
+    }[d.traffic]()
+    return DeploymentPolicy.blue_green(
+        traffic,
+        termination_wait_seconds=d.termination_wait_seconds,
+        maximum_execution_timeout_seconds=d.maximum_execution_timeout_seconds,
+    )
+
+
+def production_variants(settings: EndpointSettings) -> list[ProductionVariant]:
+    timeouts = {
+        "volume_size_gb": settings.volume_size_gb,
+        "model_data_download_timeout_seconds": settings.model_data_download_timeout_seconds,
+        "container_startup_health_check_timeout_seconds": settings.container_startup_health_check_timeout_seconds,
+    }
+    primary = ProductionVariant(
+        name=settings.variant_name,
+        instance_type=settings.instance_type,
+        initial_instance_count=settings.initial_instance_count,
+        initial_weight=settings.initial_weight,
+        **timeouts,
+    )
+    extra = [
+        ProductionVariant(
+            name=v.name,
+            instance_type=v.instance_type,
+            initial_instance_count=v.initial_instance_count,
+            initial_weight=v.initial_weight,
+            **timeouts,
+        )
+        for v in settings.extra_variants
+    ]
+    return [primary, *extra]
+
+
+def alarm_thresholds(settings: EndpointSettings) -> AlarmThresholds:
+    a = settings.alarms
+    return AlarmThresholds(
+        latency_p99_ms=a.latency_p99_ms,
+        errors_5xx=a.errors_5xx,
+        errors_4xx_rate_percent=a.errors_4xx_rate_percent,
+        gpu_memory_percent=a.gpu_memory_percent,
+        cpu_percent=a.cpu_percent,
+        memory_percent=a.memory_percent,
+        disk_percent=a.disk_percent,
+        model_loading_wait_ms=a.model_loading_wait_ms,
+        model_cache_hit_min_percent=a.model_cache_hit_min_percent,
+        period=cdk.Duration.seconds(a.period_seconds),
+        evaluation_periods=a.evaluation_periods,
+        datapoints_to_alarm=a.datapoints_to_alarm,
+    )
+
+
+def scaling_settings(settings: EndpointSettings, instance: InstanceType) -> ScalingSettings:
+    s = settings.autoscaling
+    assert s is not None
+    return ScalingSettings(
+        min_capacity=s.min_capacity,
+        max_capacity=s.max_capacity,
+        gpu_count=instance.gpu_count,
+        invocations_per_instance=s.invocations_per_instance,
+        gpu_utilization_percent=s.gpu_utilization_percent,
+        scale_in_cooldown=cdk.Duration.seconds(s.scale_in_cooldown_seconds),
+        scale_out_cooldown=cdk.Duration.seconds(s.scale_out_cooldown_seconds),
+        disable_scale_in=s.disable_scale_in,
+        scheduled=[
+            ScheduledCapacity(a.name, a.schedule, a.min_capacity, a.max_capacity, a.time_zone) for a in s.scheduled
+        ],
+    )
 
 
 class EndpointStack(cdk.Stack):
@@ -27,3 +146,132 @@ class EndpointStack(cdk.Stack):
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
         self.endpoint_artifacts = endpoint_artifacts
+        settings = endpoint_artifacts.endpoint
+        endpoint_name = config.deployed_endpoint_name(settings)
+        variants = production_variants(settings)
+        instances = {v.name: instance_type(v.instance_type) for v in variants}
+        primary = instances[settings.variant_name]
+        role = artifacts.execution_role
+
+        image = TritonImageLookup(self, "TritonImage", release=config.triton_release)
+        # Statements the execution role needs only for this endpoint live here, attached to the
+        # imported role, so the stateful artifact stack never changes for them.
+        role_additions = self._role_additions(settings, endpoint_name, artifacts)
+        data_capture = None
+        if settings.data_capture.enabled:
+            data_capture = DataCapture(
+                bucket=artifacts.store.bucket,
+                prefix=f"{DATA_CAPTURE_PREFIX}{endpoint_name}/",
+                key=artifacts.store.key,
+                sampling_percent=settings.data_capture.sampling_percent,
+                capture_request=settings.data_capture.capture_request,
+                capture_response=settings.data_capture.capture_response,
+            )
+
+        self.model = TritonModel(
+            self,
+            "Model",
+            image_uri=image.image_uri(gpu=primary.has_gpu),
+            model_data=model_data(endpoint_artifacts, artifacts),
+            execution_role=role,
+            default_model_name=settings.models[0] if settings.mode == "single_model" else None,
+            environment=container_environment(settings.container),
+            vpc=ModelVpc(settings.vpc.subnet_ids, settings.vpc.security_group_ids) if settings.vpc else None,
+            network_isolation=settings.network_isolation,
+        )
+        if role_additions is not None:
+            # SageMaker checks the role's VPC / S3 permissions when the model and endpoint are created.
+            self.model.node.add_dependency(role_additions)
+
+        self.endpoint = TritonEndpoint(
+            self,
+            "Endpoint",
+            model=self.model,
+            endpoint_name=endpoint_name,
+            variants=variants,
+            deployment=deployment_policy(settings),
+            data_capture=data_capture,
+        )
+        if role_additions is not None:
+            self.endpoint.node.add_dependency(role_additions)
+
+        self.topic = NotificationTopic(self, "Alarms", emails=config.notifications.emails).topic
+        self.monitoring = TritonEndpointMonitoring(
+            self,
+            "Monitoring",
+            endpoint=self.endpoint,
+            thresholds=alarm_thresholds(settings),
+            hardware_by_variant={name: VariantHardware(i.vcpus, i.gpu_count) for name, i in instances.items()},
+            multi_model=settings.mode == "multi_model",
+            topic=self.topic,
+            dashboard_name=f"triton-{endpoint_name}",
+        )
+        for alarm in self.monitoring.alarms_of_kind(settings.deployment.rollback_alarms):
+            self.endpoint.add_rollback_alarm(alarm)
+
+        if settings.autoscaling:
+            self.scaling = TritonEndpointScaling(
+                self,
+                "Scaling",
+                endpoint=self.endpoint,
+                settings_by_variant={name: scaling_settings(settings, i) for name, i in instances.items()},
+            )
+
+        cdk.CfnOutput(self, "EndpointName", value=endpoint_name)
+        cdk.CfnOutput(self, "AlarmTopicArn", value=self.topic.topic_arn)
+
+    def _role_additions(
+        self, settings: EndpointSettings, endpoint_name: str, artifacts: ArtifactStack
+    ) -> iam.Policy | None:
+        statements = []
+        store = artifacts.store
+        if settings.data_capture.enabled:
+            statements += [
+                iam.PolicyStatement(
+                    sid="WriteDataCapture",
+                    actions=["s3:PutObject"],
+                    resources=[store.bucket.arn_for_objects(f"{DATA_CAPTURE_PREFIX}{endpoint_name}/*")],
+                ),
+                iam.PolicyStatement(
+                    sid="EncryptDataCapture",
+                    actions=["kms:GenerateDataKey", "kms:Encrypt"],
+                    resources=[store.key.key_arn],
+                ),
+            ]
+        if settings.vpc:
+            # The ENI actions SageMaker's VPC-mode documentation lists; none of them supports
+            # resource-level scoping on the Describe* side, so "*" is required.
+            statements.append(
+                iam.PolicyStatement(
+                    sid="VpcNetworkInterfaces",
+                    actions=[
+                        "ec2:CreateNetworkInterface",
+                        "ec2:CreateNetworkInterfacePermission",
+                        "ec2:DeleteNetworkInterface",
+                        "ec2:DeleteNetworkInterfacePermission",
+                        "ec2:DescribeNetworkInterfaces",
+                        "ec2:DescribeVpcs",
+                        "ec2:DescribeDhcpOptions",
+                        "ec2:DescribeSubnets",
+                        "ec2:DescribeSecurityGroups",
+                    ],
+                    resources=["*"],
+                )
+            )
+        if not statements:
+            return None
+        policy = iam.Policy(self, "ExecutionRoleAdditions", statements=statements, roles=[artifacts.execution_role])
+        applies_to = []
+        if settings.data_capture.enabled:
+            bucket_id = artifacts.get_logical_id(store.bucket.node.default_child)
+            applies_to.append(f"Resource::<{bucket_id}.Arn>/{DATA_CAPTURE_PREFIX}{endpoint_name}/*")
+        if settings.vpc:
+            applies_to.append("Resource::*")
+        acknowledge(
+            policy,
+            "AwsSolutions-IAM5",
+            "Data capture writes only under this endpoint's data-capture prefix (object keys are chosen by "
+            "SageMaker); the EC2 network-interface actions for VPC mode have no resource-level scoping.",
+            applies_to=applies_to,
+        )
+        return policy

@@ -11,11 +11,14 @@ can offer other GPUs. Everything else is refused here, at synth, with the option
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from model_build import releases
 from model_build.catalogue import A10G, GPUS, V100, Gpu, InstanceType
-from triton_cdk.config.build import ReservedFleet
+
+if TYPE_CHECKING:
+    # Type only: triton_cdk.config imports this module, so a runtime import would be circular.
+    from triton_cdk.config.build import ReservedFleet
 
 
 @dataclass(frozen=True)

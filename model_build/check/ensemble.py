@@ -22,6 +22,7 @@ from model_build.check.problems import Problem
 from model_build.check.schema import ModelConfig
 
 WILDCARD = -1
+NOT_FATAL_RULES = {"version-folder"}
 
 
 @dataclass(eq=False)
@@ -86,7 +87,10 @@ def _map_step(ensemble: str, step, model: ModelConfig, decoupled: bool, tensors:
         if not mapped:
             if model_input.optional:
                 continue
-            return f"in ensemble {ensemble}, input {model_input.name} in model {step_model} is not mapped to any ensemble tensors"
+            return (
+                f"in ensemble {ensemble}, input {model_input.name} in model {step_model} is not mapped to any "
+                "ensemble tensors"
+            )
         node = _tensor(step_model, batching, model_input.data_type, model_input.dims)
         existing = tensors.get(mapped[0])
         if existing is not None:
@@ -211,8 +215,10 @@ class _EnsembleChecker:
         self.decoupled: dict[str, bool] = {}
         self.problems: list[Problem] = []
         for name, model in models.items():
-            if model.problems:
-                self.failures[name] = model.problems[0].message
+            # A stray non-version folder only makes Triton log a warning: the model still loads.
+            fatal = [problem for problem in model.problems if problem.rule not in NOT_FATAL_RULES]
+            if fatal:
+                self.failures[name] = fatal[0].message
             elif model.config is not None:
                 self.decoupled[name] = model.config.model_transaction_policy.decoupled
         self.done: set[str] = set()
@@ -255,7 +261,9 @@ class _EnsembleChecker:
             loaded = self.models[upstream].versions
             for version in sorted(versions):
                 if version != -1 and loaded is not None and version not in loaded:
-                    message = f"ensemble '{name}' depends on '{upstream}' whose required version {version} is not loaded."
+                    message = (
+                        f"ensemble '{name}' depends on '{upstream}' whose required version {version} is not loaded."
+                    )
                     self.fail(name, "ensemble_scheduling.step.model_version", message, "ensemble-version")
                     return
         configs = {step.model_name: self.models[step.model_name].config for step in steps}

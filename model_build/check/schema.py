@@ -97,45 +97,44 @@ def autocomplete(config: ModelConfig, *, folder_name: str, first_version: Path |
             config.default_model_filename = SAVEDMODEL_FILE if config.platform == SAVEDMODEL_PLATFORM else GRAPHDEF_FILE
         return []
 
+    # Without a backend, a config belongs to a backend through its platform, its default_model_filename,
+    # or (nothing of either given) the model file found in the first version folder.
     nothing_given = not config.platform and not config.default_model_filename
-    if not config.backend:
-        if config.platform == TENSORRT_PLATFORM or filename == PLAN_FILE:
-            config.backend = TENSORRT_BACKEND
-        elif nothing_given and _is_file(first_version, PLAN_FILE):
-            config.backend = TENSORRT_BACKEND
+
+    def claimed(platform: str | None, model_file: str, found: bool) -> bool:
+        by_name = (platform is not None and config.platform == platform) or filename == model_file
+        return not config.backend and (by_name or (nothing_given and found))
+
+    if claimed(TENSORRT_PLATFORM, PLAN_FILE, _is_file(first_version, PLAN_FILE)):
+        config.backend = TENSORRT_BACKEND
     if config.backend == TENSORRT_BACKEND:
         config.platform = config.platform or TENSORRT_PLATFORM
         config.default_model_filename = config.default_model_filename or PLAN_FILE
         return []
 
-    if not config.backend:
-        # An ONNX model may be a file or, for models over 2 GB, a folder.
-        if config.platform == ONNX_PLATFORM or filename == ONNX_FILE or (nothing_given and _exists(first_version, ONNX_FILE)):
-            config.backend = ONNX_BACKEND
+    # An ONNX model may be a file or, for models over 2 GB, a folder.
+    if claimed(ONNX_PLATFORM, ONNX_FILE, _exists(first_version, ONNX_FILE)):
+        config.backend = ONNX_BACKEND
     if config.backend == ONNX_BACKEND:
         config.platform = config.platform or ONNX_PLATFORM
         config.default_model_filename = config.default_model_filename or ONNX_FILE
         return []
 
-    if not config.backend and (filename == OPENVINO_FILE or (nothing_given and _exists(first_version, OPENVINO_FILE))):
+    if claimed(None, OPENVINO_FILE, _exists(first_version, OPENVINO_FILE)):
         config.backend = OPENVINO_BACKEND
     if config.backend == OPENVINO_BACKEND:
         config.default_model_filename = config.default_model_filename or OPENVINO_FILE
         return []
 
-    if not config.backend:
-        if config.platform == LIBTORCH_PLATFORM or filename == LIBTORCH_FILE:
-            config.backend = PYTORCH_BACKEND
-        elif nothing_given and _is_file(first_version, LIBTORCH_FILE):
-            config.backend = PYTORCH_BACKEND
-            config.platform = LIBTORCH_PLATFORM
+    if claimed(LIBTORCH_PLATFORM, LIBTORCH_FILE, _is_file(first_version, LIBTORCH_FILE)):
+        config.backend = PYTORCH_BACKEND
     if config.backend == PYTORCH_BACKEND:
         if not config.platform:
             config.platform = LIBTORCH_PLATFORM
             config.default_model_filename = config.default_model_filename or LIBTORCH_FILE
         return []
 
-    if not config.backend and (filename == PYTHON_FILE or (nothing_given and _exists(first_version, PYTHON_FILE))):
+    if claimed(None, PYTHON_FILE, _exists(first_version, PYTHON_FILE)):
         config.backend = PYTHON_BACKEND
     if config.backend == PYTHON_BACKEND:
         config.default_model_filename = config.default_model_filename or PYTHON_FILE

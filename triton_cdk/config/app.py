@@ -84,7 +84,8 @@ def cross_field_problems(config: AppConfig) -> list[tuple[str, str]]:
     """(field path, message) for every rule that spans several parts of the config."""
     problems: list[tuple[str, str]] = []
     known = known_triton_releases()
-    if config.triton_release not in known:
+    release_known = config.triton_release in known
+    if not release_known:
         problems.append(
             (
                 "triton_release",
@@ -105,13 +106,14 @@ def cross_field_problems(config: AppConfig) -> list[tuple[str, str]]:
         problems.append(("endpoints", f"endpoint name {name!r} is used twice; names must be unique"))
 
     for index, endpoint in enumerate(config.endpoints):
-        problems.extend(_endpoint_problems(config, f"endpoints[{index}]", endpoint, set(names)))
+        problems.extend(_endpoint_problems(config, f"endpoints[{index}]", endpoint, set(names), release_known))
     return problems
 
 
 def _endpoint_problems(
-    config: AppConfig, path: str, endpoint: EndpointSettings, model_names: set[str]
+    config: AppConfig, path: str, endpoint: EndpointSettings, model_names: set[str], release_known: bool
 ) -> list[tuple[str, str]]:
+    """Rules for one endpoint; release-dependent ones only once the release is known to be valid."""
     problems: list[tuple[str, str]] = []
     deployed = config.deployed_endpoint_name(endpoint)
     if len(deployed) > 63:
@@ -137,9 +139,11 @@ def _endpoint_problems(
                 f"(use e.g. {instance.family}.xlarge .. {instance.family}.16xlarge with 1 GPU)",
             )
         )
-    if instance.has_gpu and not releases.supports_compute_capability(
-        config.triton_release, instance.gpu.compute_capability
-    ):
+    gpu_supported = instance.has_gpu and (
+        not release_known
+        or releases.supports_compute_capability(config.triton_release, instance.gpu.compute_capability)
+    )
+    if instance.has_gpu and not gpu_supported:
         problems.append(
             (
                 f"{path}.instance_type",
@@ -148,13 +152,13 @@ def _endpoint_problems(
             )
         )
     served = [config.model(m) for m in endpoint.models if m in model_names]
-    if instance.has_gpu and any(model.needs_gpu_build for model in served):
+    if release_known and gpu_supported and any(model.needs_gpu_build for model in served):
         try:
             match_build(instance, config.triton_release, config.build.fleet)
         except (BuildMatchError, ValueError) as error:
             problems.append((f"{path}.instance_type", str(error)))
     if not instance.has_gpu:
-        for model in (config.model(m) for m in endpoint.models if m in model_names):
+        for model in served:
             if model.platform == "tensorrt_plan":
                 problems.append(
                     (

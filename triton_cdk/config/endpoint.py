@@ -14,6 +14,8 @@ from model_build.settings import MODEL_NAME_PATTERN, StrictModel
 
 # SageMaker: EndpointName / EndpointConfigName <= 63 chars, ^[a-zA-Z0-9](-*[a-zA-Z0-9])*
 ENDPOINT_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
+# ProductionVariant.VariantName: the same pattern, <= 63 chars.
+VARIANT_NAME_PATTERN = ENDPOINT_NAME_PATTERN
 
 
 class ContainerSettings(StrictModel):
@@ -110,12 +112,15 @@ class DeploymentSettings(StrictModel):
     traffic: Literal["all_at_once", "canary", "linear"] = Field(
         default="all_at_once", description="Blue/green traffic shifting."
     )
-    canary_percent: float = Field(default=10, gt=0, lt=100, description="Canary: share of capacity shifted first.")
-    linear_step_percent: float = Field(default=20, gt=0, lt=100, description="Linear: share shifted per step.")
+    # CapacitySize.Value is a whole number; TrafficRoutingConfig: canary <= 50 %, linear 10-50 % of
+    # the variant's instance count (SageMaker API reference).
+    canary_percent: int = Field(default=10, ge=1, le=50, description="Canary: share of capacity shifted first.")
+    linear_step_percent: int = Field(default=20, ge=10, le=50, description="Linear: share shifted per step.")
     wait_seconds: int = Field(default=300, ge=0, le=3600, description="Bake time between traffic steps.")
     termination_wait_seconds: int = Field(default=300, ge=0, le=3600, description="Old fleet kept for rollback.")
     maximum_execution_timeout_seconds: int = Field(default=3600, ge=600, le=14400)
-    rolling_batch_percent: float = Field(default=25, gt=0, le=100, description="Rolling: capacity per batch.")
+    # RollingUpdatePolicy.MaximumBatchSize: "between 5% to 50% of the variant's total instance count".
+    rolling_batch_percent: int = Field(default=25, ge=5, le=50, description="Rolling: capacity per batch.")
     rollback_alarms: list[RollbackAlarm] = Field(
         default_factory=lambda: ["latency", "errors_5xx"],
         description="Endpoint alarms that roll a deployment back.",
@@ -140,6 +145,15 @@ class DataCaptureSettings(StrictModel):
     capture_response: bool = True
 
 
+class VariantSettings(StrictModel):
+    """A further production variant serving the same model(s), e.g. to compare instance sizes."""
+
+    name: str = Field(pattern=VARIANT_NAME_PATTERN, max_length=63)
+    instance_type: str
+    initial_instance_count: PositiveInt = 1
+    initial_weight: float = Field(default=1, ge=0, description="Relative share of traffic (InitialVariantWeight).")
+
+
 class VpcSettings(StrictModel):
     subnet_ids: list[str] = Field(min_length=1, max_length=16)
     security_group_ids: list[str] = Field(min_length=1, max_length=5)
@@ -156,6 +170,11 @@ class EndpointSettings(StrictModel):
     container_startup_health_check_timeout_seconds: int | None = Field(default=None, ge=60, le=3600)
     uncompressed_model_data: bool = Field(
         default=False, description="Single-model: serve the unpacked folder (ModelDataSource, CompressionType None)."
+    )
+    variant_name: str = Field(default="AllTraffic", pattern=VARIANT_NAME_PATTERN, max_length=63)
+    initial_weight: float = Field(default=1, ge=0, description="InitialVariantWeight of the primary variant.")
+    extra_variants: list[VariantSettings] = Field(
+        default_factory=list, description="Further variants on the same artifacts (same GPU model)."
     )
     container: ContainerSettings = ContainerSettings()
     autoscaling: AutoscalingSettings | None = None
@@ -186,4 +205,51 @@ class EndpointSettings(StrictModel):
                 f"initial_instance_count {self.initial_instance_count} < autoscaling.min_capacity "
                 f"{self.autoscaling.min_capacity}"
             )
+        self._check_variants()
         return self
+
+    def _check_variants(self) -> None:
+        names = [self.variant_name, *(v.name for v in self.extra_variants)]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"variant names must be unique on an endpoint, got {duplicates} twice")
+        if self.extra_variants and self.deployment.strategy == "rolling":
+            # SageMaker deployment guardrails, "Exclusions": rolling deployments do not support
+            # multi-variant endpoints.
+            raise ValueError(
+                f"deployment.strategy 'rolling' is not supported on an endpoint with several variants "
+                f"({', '.join(names)}); use strategy 'blue_green' or remove extra_variants"
+            )
+        if self.extra_variants and all(v.initial_weight == 0 for v in self.extra_variants) and not self.initial_weight:
+            raise ValueError("every variant has initial_weight 0; at least one must receive traffic")
+        problems = [_variant_instance_problem(self, variant) for variant in self.extra_variants]
+        problems = [p for p in problems if p]
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+def _variant_instance_problem(endpoint: EndpointSettings, variant: VariantSettings) -> str | None:
+    """Extra variants serve the primary variant's artifacts: TensorRT plans are built per GPU model
+    (../shared/README.md, "GPU build vs serve"), so every variant needs the primary's GPU."""
+    from model_build.catalogue import UnknownInstanceTypeError, instance_type
+
+    try:
+        primary = instance_type(endpoint.instance_type)
+    except UnknownInstanceTypeError:
+        return None  # reported with its field path by cross_field_problems
+    try:
+        instance = instance_type(variant.instance_type)
+    except UnknownInstanceTypeError as error:
+        return f"extra_variants '{variant.name}': {error}"
+    if instance.gpu != primary.gpu:
+        wanted = f"a {primary.gpu.model} GPU ({primary.family}.*)" if primary.gpu else "no GPU (a CPU instance)"
+        return (
+            f"extra_variants '{variant.name}': {instance.name} must have {wanted} like {primary.name}, "
+            "because every variant serves the same built artifacts"
+        )
+    if endpoint.mode == "multi_model" and instance.gpu_count > 1:
+        return (
+            f"extra_variants '{variant.name}': multi-model endpoints need a single-GPU instance; "
+            f"{instance.name} has {instance.gpu_count} GPUs"
+        )
+    return None

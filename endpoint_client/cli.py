@@ -1,0 +1,273 @@
+"""`python -m endpoint_client`: `invoke` an endpoint, or serve a packaged model as a `local` endpoint.
+
+The only place that catches: known errors print `ERROR: ...` to stderr and exit 1; usage errors exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from endpoint_client import inputs as input_files
+from endpoint_client import presets
+from endpoint_client.client import EndpointClient
+from endpoint_client.codec import Encoding
+from endpoint_client.errors import InvalidInputError
+from endpoint_client.retry import RetryPolicy
+from endpoint_client.triton_install import DEFAULT_TRITON_ENV
+from model_build.errors import ModelBuildError
+
+PRINTED_VALUES = 64  # larger outputs print their first values only; --save-dir keeps them whole
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m endpoint_client",
+        description="Invoke Triton models on SageMaker endpoints, or serve a model.tar.gz locally as SageMaker would.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    invoke = commands.add_parser("invoke", help="send one inference request and print the outputs")
+    where = invoke.add_mutually_exclusive_group(required=True)
+    where.add_argument("--endpoint-name", help="SageMaker endpoint (boto3 sagemaker-runtime invoke_endpoint)")
+    where.add_argument("--url", help="a local endpoint, e.g. http://127.0.0.1:8080 from `make local`")
+    invoke.add_argument("--region", help="AWS region of the endpoint (default: boto3's configuration)")
+    invoke.add_argument("--target-model", help="multi-model endpoints: the model archive, e.g. resnet50.tar.gz")
+    invoke.add_argument(
+        "--encoding",
+        choices=[e.value for e in Encoding],
+        default=Encoding.BINARY.value,
+        help="binary+json (default, fast) or plain KServe v2 JSON",
+    )
+    invoke.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=FILE.npy|FILE.npz",
+        help="a tensor from a .npy file, or every array of a .npz (repeatable)",
+    )
+    invoke.add_argument(
+        "--tensor",
+        action="append",
+        default=[],
+        metavar="NAME=DTYPE:SHAPE:VALUES",
+        help="an inline tensor, e.g. INPUT0=FP32:1x4:1,2,3,4 (repeatable)",
+    )
+    invoke.add_argument(
+        "--inputs-json",
+        type=Path,
+        metavar="FILE",
+        help='a KServe v2 request: {"inputs": [{"name", "datatype", "shape", "data"}]}',
+    )
+    invoke.add_argument("--preset", choices=presets.PRESETS, help="build inputs for a default model")
+    invoke.add_argument(
+        "--image", type=Path, help="image for --preset resnet50/yolov5s (PPM, .npy, or any format with Pillow)"
+    )
+    invoke.add_argument("--text", help="text for --preset bert_base")
+    invoke.add_argument(
+        "--rename",
+        action="append",
+        default=[],
+        type=_key_value,
+        metavar="OLD=NEW",
+        help="rename an input (e.g. a preset's default name to your model's)",
+    )
+    invoke.add_argument(
+        "--output",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="ask for this output only (repeatable; default: all)",
+    )
+    invoke.add_argument("--save-dir", type=Path, help="write every output to DIR/<name>.npy")
+    invoke.add_argument(
+        "--attempts",
+        type=int,
+        default=6,
+        help="calls in all while the model is not ready (ModelNotReadyException); default 6",
+    )
+    invoke.set_defaults(run=run_invoke)
+
+    local = commands.add_parser("local", help="serve a model.tar.gz with a real Triton on 127.0.0.1, like SageMaker")
+    local.add_argument("archive", type=Path, nargs="?", help="model.tar.gz from `python -m model_build package`")
+    local.add_argument(
+        "--model-name", help="SAGEMAKER_TRITON_DEFAULT_MODEL_NAME (default: the archive's only model folder)"
+    )
+    local.add_argument(
+        "--multi-model",
+        action="store_true",
+        help="start as a multi-model endpoint (SAGEMAKER_MULTI_MODEL=true); load archives with --load",
+    )
+    local.add_argument(
+        "--load",
+        action="append",
+        default=[],
+        type=_key_value,
+        metavar="TARGET=ARCHIVE",
+        help="multi-model: load ARCHIVE as TARGET (e.g. add_sub.tar.gz=build/add_sub.tar.gz)",
+    )
+    local.add_argument("--port", type=int, default=8080, help="loopback port (default 8080; 0 picks a free one)")
+    local.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        type=_key_value,
+        metavar="KEY=VALUE",
+        help="container environment, e.g. SAGEMAKER_TRITON_LOG_VERBOSE=false (repeatable)",
+    )
+    local.add_argument(
+        "--triton-env",
+        type=Path,
+        default=DEFAULT_TRITON_ENV,
+        help="venv with nvidia-pytriton (default .venv-triton, made by `make .venv-triton/.stamp`)",
+    )
+    local.add_argument("--startup-timeout", type=float, default=120.0, help="seconds to wait for /ping (default 120)")
+    local.set_defaults(run=run_local)
+    return parser
+
+
+def collect_inputs(args: argparse.Namespace) -> dict[str, np.ndarray]:
+    groups = [input_files.load_array_file(spec) for spec in args.input]
+    groups += [dict([input_files.parse_tensor_spec(spec)]) for spec in args.tensor]
+    if args.inputs_json:
+        groups.append(input_files.load_v2_json_file(args.inputs_json))
+    if args.preset:
+        groups.append(_preset_inputs(args))
+    elif args.image or args.text:
+        raise InvalidInputError("--image and --text go with --preset (resnet50, yolov5s or bert_base)")
+    tensors = input_files.merge(*groups)
+    for old, new in args.rename:
+        if old not in tensors:
+            raise InvalidInputError(f"--rename {old}={new}: there is no input {old!r} (inputs: {', '.join(tensors)})")
+        tensors[new] = tensors.pop(old)
+    return tensors
+
+
+def _preset_inputs(args: argparse.Namespace) -> dict[str, np.ndarray]:
+    if args.preset in presets.IMAGE_PRESETS:
+        if not args.image or args.text:
+            raise InvalidInputError(f"--preset {args.preset} takes --image (and no --text)")
+        return presets.IMAGE_PRESETS[args.preset](presets.load_image(args.image))
+    if not args.text or args.image:
+        raise InvalidInputError(f"--preset {args.preset} takes --text (and no --image)")
+    tensors, tokenizer = presets.bert_base_inputs(args.text)
+    if tokenizer == "fallback":
+        print(
+            "note: transformers' bert-base-uncased tokenizer is not available here; using the deterministic "
+            "fallback tokenizer (valid shapes, meaningless ids)",
+            file=sys.stderr,
+        )
+    return tensors
+
+
+def describe_output(array: np.ndarray) -> dict[str, object]:
+    flat = array.reshape(-1)
+    values = [v.decode(errors="replace") if isinstance(v, bytes) else v for v in flat[:PRINTED_VALUES].tolist()]
+    described: dict[str, object] = {"dtype": str(array.dtype), "shape": list(array.shape)}
+    described["data" if flat.size <= PRINTED_VALUES else f"first_{PRINTED_VALUES}"] = values
+    return described
+
+
+def save_outputs(outputs: dict[str, np.ndarray], directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, array in outputs.items():
+        target = directory / f"{name}.npy"
+        with tempfile.NamedTemporaryFile(dir=directory, suffix=".npy.tmp", delete=False) as handle:
+            np.save(handle, array, allow_pickle=array.dtype == np.object_)
+        os.replace(handle.name, target)
+
+
+def run_invoke(args: argparse.Namespace) -> int:
+    tensors = collect_inputs(args)
+    options = {"encoding": Encoding(args.encoding), "retry": RetryPolicy(attempts=args.attempts)}
+    if args.url:
+        client = EndpointClient.for_url(args.url, **options)
+    else:
+        client = EndpointClient.for_endpoint(args.endpoint_name, region=args.region, **options)
+    outputs = client.invoke(tensors, target_model=args.target_model, outputs=args.output)
+    if args.save_dir:
+        save_outputs(outputs, args.save_dir)
+    report = {
+        "model": client.transport.describe(args.target_model),
+        "outputs": {n: describe_output(a) for n, a in outputs.items()},
+    }
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+class _Stop(Exception):
+    pass
+
+
+def _raise_stop(signum: int, _frame: object) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+def run_local(args: argparse.Namespace) -> int:
+    from endpoint_client.local_endpoint import LocalEndpoint  # the invoke path needs none of this
+
+    if args.multi_model == (args.archive is not None):
+        raise InvalidInputError("give an ARCHIVE, or --multi-model (with --load TARGET=ARCHIVE) instead")
+    if args.load and not args.multi_model:
+        raise InvalidInputError("--load is for --multi-model endpoints")
+    environment = dict(args.env)
+    if args.model_name:
+        environment["SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"] = args.model_name
+    endpoint = LocalEndpoint(
+        args.archive,
+        environment=environment,
+        multi_model=args.multi_model,
+        port=args.port,
+        triton_env=args.triton_env,
+        startup_timeout=args.startup_timeout,
+    )
+    previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        endpoint.start()
+        for target, archive in args.load:
+            endpoint.load_model(target, Path(archive))
+        served = endpoint.plan.default_model if endpoint.plan and endpoint.plan.default_model else "multi-model"
+        print(f"serving {served} (log: {endpoint.log_path}); Ctrl-C stops", file=sys.stderr)
+        print(endpoint.url, flush=True)
+        while endpoint.process is not None and endpoint.process.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):  # still serving
+                endpoint.process.wait(timeout=1)
+        code = endpoint.process.returncode if endpoint.process is not None else 0
+        print(f"ERROR: tritonserver exited with code {code}; log ends:\n{endpoint.log_tail()}", file=sys.stderr)
+        return 1
+    except _Stop as stop:
+        print(f"stopping ({stop})", file=sys.stderr)
+        return 0
+    finally:
+        endpoint.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)  # usage errors exit 2 from argparse
+    try:
+        return int(args.run(args))
+    except ModelBuildError as error:
+        print(f"ERROR: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("ERROR: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,28 @@
+# Local SageMaker-compatible Triton endpoint (docs/client-and-local-endpoint.md).
+#   make local                 package examples/models/add_sub and serve it on http://127.0.0.1:8080
+#   make local LOCAL_PORT=0    any free loopback port (the address is printed once /ping answers)
+#   make .venv-triton/.stamp   only (re)create the Triton venv (make test's pytest step needs it)
+#
+# The server comes from the nvidia-pytriton wheel (CPU tritonserver 2.51, Python backend only), which
+# needs numpy<2, so it lives in its own venv beside the main one (../shared/README.md, "Tooling facts").
+
+TRITON_VENV := .venv-triton
+TRITON_ENV_STAMP := $(TRITON_VENV)/.stamp
+LOCAL_MODEL_REPO ?= examples/models
+LOCAL_MODEL ?= add_sub
+LOCAL_OUT ?= build/local
+LOCAL_PORT ?= 8080
+
+.PHONY: local
+
+# (Re)create when missing, broken (e.g. its Python moved) or older than requirements-triton.txt.
+$(TRITON_ENV_STAMP): requirements-triton.txt
+	@$(TRITON_VENV)/bin/python -c 'import sys' 2>/dev/null || { rm -rf $(TRITON_VENV) && $(PYTHON) -m venv $(TRITON_VENV); }
+	$(TRITON_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(TRITON_VENV)/bin/python -m pip install --quiet -r requirements-triton.txt
+	$(TRITON_VENV)/bin/python -c 'import numpy, pytriton; assert numpy.__version__ < "2"'
+	@touch $@
+
+local: $(BIN)/.requirements.stamp $(TRITON_ENV_STAMP)
+	$(BIN)/python -m model_build package $(LOCAL_MODEL_REPO) --model $(LOCAL_MODEL) --layout single --out $(LOCAL_OUT)
+	$(BIN)/python -m endpoint_client local $(LOCAL_OUT)/model.tar.gz --port $(LOCAL_PORT)

@@ -1,0 +1,233 @@
+"""Repository layout: what SageMaker's Triton expects on disk before any config is read.
+
+```
+REPO/                      no config.pbtxt here: SageMaker's Triton start-up fails on one
+  <model>/                 folder name == `name` in its config.pbtxt
+    config.pbtxt
+    1/                     numeric version folders only (Triton ignores others, and "01")
+      model.plan           the file the platform expects (or default_model_filename)
+```
+
+No symbolic links anywhere: the repository is packed into a tar.gz for S3, and a link either breaks
+there or points outside what is uploaded.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from model_build.check.checked import CheckedModel, versions_to_load
+from model_build.check.problems import REPOSITORY, Problem
+from model_build.check.rules import validate_model_config
+from model_build.check.schema import PYTHON_BACKEND, autocomplete, expected_model_file, normalize, parse_config
+from model_build.check.target import Target
+
+CONFIG_FILE = "config.pbtxt"
+MODEL_DIRECTORY_VARIABLE = "$$TRITON_MODEL_DIRECTORY"
+
+
+def symlink_problems(repo: Path) -> list[Problem]:
+    """Every symbolic link under `repo` (links to folders are reported, not followed)."""
+    found = []
+    for root, dirs, files in os.walk(repo):
+        for entry in sorted(dirs + files):
+            path = Path(root, entry)
+            if path.is_symlink():
+                relative = path.relative_to(repo)
+                model = relative.parts[0] if len(relative.parts) > 1 else REPOSITORY
+                found.append(
+                    Problem(
+                        model,
+                        relative.as_posix(),
+                        f"is a symbolic link (to {os.readlink(path)}); the repository is packed into a tar.gz "
+                        "for S3: replace the link with the file or folder itself",
+                        "no-symlinks",
+                    )
+                )
+    return found
+
+
+def root_problems(repo: Path) -> list[Problem]:
+    found = []
+    if (repo / CONFIG_FILE).exists():
+        # ../shared/README.md: SageMaker's Triton start-up fails if a config.pbtxt sits at the root.
+        found.append(
+            Problem(
+                REPOSITORY,
+                CONFIG_FILE,
+                f"{CONFIG_FILE} at the repository root: SageMaker's Triton refuses to start; move it into "
+                "its model folder (REPO/<model>/config.pbtxt)",
+                "root-config",
+            )
+        )
+    return found
+
+
+def model_folders(repo: Path) -> list[Path]:
+    """Every folder at the top of the repository is a model to Triton (hidden ones too)."""
+    return sorted(path for path in repo.iterdir() if path.is_dir() and not path.is_symlink())
+
+
+def _version_folders(folder: Path, model: str) -> tuple[dict[int, Path], list[Problem]]:
+    versions: dict[int, Path] = {}
+    found: list[Problem] = []
+    for path in sorted(folder.iterdir()):
+        if not path.is_dir() or path.is_symlink():
+            continue
+        if not path.name.isdigit():
+            found.append(
+                Problem(
+                    model,
+                    f"{path.name}/",
+                    f"folder '{path.name}' is not a numeric version folder: Triton ignores it (\"fails to convert "
+                    'to integral number"); name version folders 1, 2, ... and keep other files beside config.pbtxt',
+                    "version-folder",
+                )
+            )
+        elif len(path.name) > 1 and path.name.startswith("0"):
+            found.append(
+                Problem(
+                    model,
+                    f"{path.name}/",
+                    f"version folder '{path.name}' has leading zeros: Triton ignores it; rename it {int(path.name)}",
+                    "version-folder",
+                )
+            )
+        else:
+            versions[int(path.name)] = path
+    return versions, found
+
+
+def _first_subfolder(folder: Path) -> Path | None:
+    """The folder Triton's backend auto-completion looks into: the first subfolder name in sorted order."""
+    subfolders = sorted(path.name for path in folder.iterdir() if path.is_dir())
+    return folder / subfolders[0] if subfolders else None
+
+
+def _version_problems(model: CheckedModel, versions: dict[int, Path], *, configs_only: bool) -> list[Problem]:
+    config = model.config
+    name = config.name
+    if not versions:
+        model.versions = None if configs_only else set()
+        if configs_only:
+            return []
+        return [
+            Problem(
+                name,
+                "1/",
+                f"at least one version must be available under the version policy of model '{name}': create the "
+                f"version folder {model.name}/1/",
+                "version-policy",
+            )
+        ]
+    model.versions = versions_to_load(config, versions)
+    found = []
+    for version in config.version_policy.specific.versions:
+        if version not in versions:
+            found.append(
+                Problem(
+                    name,
+                    "version_policy.specific.versions",
+                    f"version {version} is specified for model '{name}', but the version directory is not present",
+                    "version-policy",
+                )
+            )
+    if not model.versions:
+        found.append(
+            Problem(
+                name,
+                "version_policy",
+                f"at least one version must be available under the version policy of model '{name}'",
+                "version-policy",
+            )
+        )
+    return found
+
+
+def _model_file_problems(folder: Path, config, versions: dict[int, Path], target: Target) -> list[Problem]:
+    found = []
+    expected = expected_model_file(config, compute_capability=target.compute_capability)
+    what = config.platform or config.backend
+    for version, path in sorted(versions.items()):
+        if expected and not (path / expected).exists():
+            found.append(
+                Problem(
+                    config.name,
+                    f"{version}/{expected}",
+                    f"version folder {version}/ has no {expected}: {what} expects it (set default_model_filename "
+                    "in config.pbtxt to use another file name)",
+                    "model-file",
+                )
+            )
+    for index, io in enumerate(config.output):
+        if io.label_filename and not (folder / io.label_filename).is_file():
+            found.append(
+                Problem(
+                    config.name,
+                    f"output[{index}].label_filename",
+                    f"label file {io.label_filename} is not in the model folder {folder.name}/",
+                    "model-file",
+                )
+            )
+    env_path = config.parameters["EXECUTION_ENV_PATH"].string_value if "EXECUTION_ENV_PATH" in config.parameters else ""
+    if config.backend == PYTHON_BACKEND and env_path.startswith(MODEL_DIRECTORY_VARIABLE):
+        relative = env_path[len(MODEL_DIRECTORY_VARIABLE) :].lstrip("/")
+        if not (folder / relative).is_file():
+            found.append(
+                Problem(
+                    config.name,
+                    "parameters.EXECUTION_ENV_PATH",
+                    f"execution environment {relative} is not in the model folder {folder.name}/ ({env_path})",
+                    "model-file",
+                )
+            )
+    return found
+
+
+def check_model_folder(folder: Path, *, configs_only: bool, target: Target) -> CheckedModel:
+    """Schema, Triton's rules and layout for one model folder."""
+    model = CheckedModel(folder.name, None)
+    config_path = folder / CONFIG_FILE
+    if not config_path.is_file():
+        model.problems.append(
+            Problem(
+                folder.name,
+                CONFIG_FILE,
+                f"no {CONFIG_FILE} in model folder {folder.name}/: every folder at the top of the repository is "
+                "loaded as a model; add its config or move the folder out",
+                "layout-config",
+            )
+        )
+        return model
+    try:
+        text = config_path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        model.problems.append(Problem(folder.name, CONFIG_FILE, f"is not UTF-8 text: {error}", "schema"))
+        return model
+    config, problems = parse_config(text, model=folder.name, source=f"{folder.name}/{CONFIG_FILE}")
+    if config is None:
+        model.problems += problems
+        return model
+    versions, version_folder_problems = _version_folders(folder, config.name or folder.name)
+    backend_problems = autocomplete(config, folder_name=folder.name, first_version=_first_subfolder(folder))
+    model.problems += backend_problems
+    normalize(config)
+    model.config = config
+    if config.name != folder.name:
+        model.problems.append(
+            Problem(
+                config.name,
+                "name",
+                f"unexpected directory name '{folder.name}' for model '{config.name}', directory name must equal "
+                "model name",
+                "name-matches-folder",
+            )
+        )
+    if not backend_problems:
+        model.problems += validate_model_config(config, target)
+    model.problems += version_folder_problems
+    model.problems += _version_problems(model, versions, configs_only=configs_only)
+    if not configs_only:
+        model.problems += _model_file_problems(folder, config, versions, target)
+    return model

@@ -1,0 +1,53 @@
+"""`python -m model_build check REPO`: validate a Triton model repository before building or uploading.
+
+Prints one line per problem on stdout (`<model>: <field>: <message> [<rule>]`, the message in Triton's
+own words) and a one-line summary on stderr; exits 0 when the repository is valid, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from model_build.catalogue import UnknownInstanceTypeError
+from model_build.check import check_repository
+from model_build.errors import ModelBuildError
+
+NAME = "check"
+HELP = (
+    "Validate a Triton model repository: config.pbtxt schema, Triton's rules (dims, batching, sequence "
+    "controls, instance groups, ensembles) and layout (folder names, version folders, model files)."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("repo", type=Path, metavar="REPO", help="the model repository: REPO/<model>/config.pbtxt")
+    parser.add_argument(
+        "--configs-only",
+        action="store_true",
+        help="check the configs without the model files (no version folder, model file, label file "
+        "or execution environment is required)",
+    )
+    parser.add_argument(
+        "--instance-type",
+        metavar="TYPE",
+        help="SageMaker instance type the repository will be served on (e.g. ml.g5.xlarge); enables the "
+        "rules that depend on its GPUs. Default: GPU-dependent rules are skipped.",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        problems = check_repository(args.repo, configs_only=args.configs_only, instance_type=args.instance_type)
+    except UnknownInstanceTypeError as error:
+        raise ModelBuildError(f"--instance-type: {error}") from None
+    for problem in problems:
+        print(problem)
+    if problems:
+        count = len(problems)
+        print(f"check: {count} problem{'s' if count != 1 else ''} in {args.repo}", file=sys.stderr)
+        return 1
+    mode = " (configs only)" if args.configs_only else ""
+    print(f"check: {args.repo} is a valid model repository{mode}", file=sys.stderr)
+    return 0

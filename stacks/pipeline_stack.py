@@ -1,0 +1,137 @@
+"""The promotion pipeline (CDK Pipelines, self-mutating): source -> synth (tests first) -> dev -> approval -> prod.
+
+Each stage deploys its artifact, build and endpoint stacks (stacks/stage.py) and is then smoke-tested.
+A stage with `promote_from` reuses the artifacts of that earlier stage: checked here at synth
+(equal content-addressed keys), copied by its build stack at deploy, never rebuilt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import aws_cdk as cdk
+from aws_cdk import aws_codecommit as codecommit
+from aws_cdk import aws_iam as iam
+from aws_cdk import pipelines
+from constructs import Construct
+
+from triton_cdk.config import AppConfig
+from triton_cdk.config.pipeline import PipelineConfig, PipelineStageSettings
+from triton_cdk.pipeline.nag import acknowledge_pipeline_findings
+from triton_cdk.pipeline.promotion import check_promotion
+from triton_cdk.pipeline.stage import TritonStage
+from triton_cdk.pipeline.steps import approval_step, smoke_step, synth_step
+
+
+class PipelineStack(cdk.Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        pipeline_config: PipelineConfig,
+        stage_configs: Mapping[str, AppConfig],
+        **kwargs,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.pipeline_config = pipeline_config
+        for stage in pipeline_config.stages:
+            config = stage_configs[stage.name]
+            if config.promote_from:
+                check_promotion(config, stage_configs[config.promote_from])
+
+        self.source = self._source(pipeline_config)
+        self.pipeline = pipelines.CodePipeline(
+            self,
+            "Pipeline",
+            pipeline_name=pipeline_config.name,
+            synth=synth_step(self.source, pipeline_config.stages[0].name),
+            # A customer-managed key on the artifact bucket: needed to hand artifacts to other
+            # accounts' CDK bootstrap roles, and what keeps the bucket encrypted with a key we own.
+            cross_account_keys=True,
+            enable_key_rotation=True,
+            self_mutation=True,
+        )
+        self.stages: dict[str, list[TritonStage]] = {}
+        self.smoke_steps: dict[str, list[pipelines.CodeBuildStep]] = {}
+        previous: PipelineStageSettings | None = None
+        for stage in pipeline_config.stages:
+            self._add_stage(stage, stage_configs[stage.name], previous)
+            previous = stage
+
+        self.pipeline.build_pipeline()
+        self._harden_artifact_bucket()
+        acknowledge_pipeline_findings(self, self.pipeline)
+
+    def _source(self, config: PipelineConfig) -> pipelines.CodePipelineSource:
+        source = config.source
+        if source.codecommit_repository:
+            repository = codecommit.Repository.from_repository_name(self, "Repository", source.codecommit_repository)
+            return pipelines.CodePipelineSource.code_commit(repository, source.branch)
+        return pipelines.CodePipelineSource.connection(
+            source.repository, source.branch, connection_arn=source.connection_arn, trigger_on_push=True
+        )
+
+    def _add_stage(
+        self, stage: PipelineStageSettings, config: AppConfig, previous: PipelineStageSettings | None
+    ) -> None:
+        pre = []
+        if stage.approval:
+            previous_steps = self.smoke_steps.get(previous.name, []) if previous else []
+            pre.append(approval_step(stage.name, self.pipeline_config, previous_steps, previous and previous.name))
+        pipeline_account = self.pipeline_config.account
+        if not stage.regions:
+            triton_stage = TritonStage(
+                self, stage.name, config=config, pipeline_account=pipeline_account, env=self._stage_env(config)
+            )
+            smoke = smoke_step(triton_stage, self.pipeline_config, self.source)
+            self.pipeline.add_stage(triton_stage, pre=pre, post=[smoke])
+            self.stages[stage.name] = [triton_stage]
+            self.smoke_steps[stage.name] = [smoke]
+            return
+        wave = self.pipeline.add_wave(stage.name, pre=pre)
+        self.stages[stage.name], self.smoke_steps[stage.name] = [], []
+        for region in stage.regions:
+            regional = config.model_copy(update={"region": region})
+            triton_stage = TritonStage(
+                self,
+                f"{stage.name}-{region}",
+                config=regional,
+                pipeline_account=pipeline_account,
+                env=self._stage_env(regional),
+            )
+            smoke = smoke_step(triton_stage, self.pipeline_config, self.source)
+            wave.add_stage(triton_stage, post=[smoke])
+            self.stages[stage.name].append(triton_stage)
+            self.smoke_steps[stage.name].append(smoke)
+
+    def _stage_env(self, config: AppConfig) -> cdk.Environment | None:
+        """The stage's own account/region, else the pipeline's; None keeps it environment-agnostic."""
+        account = config.account or self.pipeline_config.account
+        region = config.region or self.pipeline_config.region
+        return cdk.Environment(account=account, region=region) if account or region else None
+
+    def _harden_artifact_bucket(self) -> None:
+        """TLS only, on top of the KMS encryption and public-access block CDK Pipelines sets."""
+        bucket = self.pipeline.pipeline.artifact_bucket
+        bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="DenyInsecureTransport",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:*"],
+                resources=[bucket.bucket_arn, bucket.arn_for_objects("*")],
+                conditions={"Bool": {"aws:SecureTransport": "false"}},
+            )
+        )
+
+
+def add_pipeline_stack(
+    app: cdk.App, pipeline_config: PipelineConfig, stage_configs: Mapping[str, AppConfig]
+) -> PipelineStack:
+    env = (
+        cdk.Environment(account=pipeline_config.account, region=pipeline_config.region)
+        if pipeline_config.account or pipeline_config.region
+        else None
+    )
+    return PipelineStack(app, "Triton-Pipeline", pipeline_config=pipeline_config, stage_configs=stage_configs, env=env)

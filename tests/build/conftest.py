@@ -1,0 +1,95 @@
+"""Fixtures of the build tests: a moto_server on 127.0.0.1 for S3/KMS, the handler module, configs."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import boto3
+import pytest
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+HANDLER_PATH = PROJECT_ROOT / "lambda" / "ensure_artifact" / "index.py"
+REGION = "us-east-1"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint():
+    """A moto_server bound to 127.0.0.1 on a free port, stopped after the session."""
+    port = _free_port()
+    executable = Path(sys.executable).with_name("moto_server")
+    process = subprocess.Popen(
+        [str(executable), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/moto-api/", timeout=1)
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("moto_server did not start") from None
+                time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.fixture
+def aws_env(moto_endpoint, monkeypatch):
+    """Dummy credentials and every boto3 client pointed at moto_server (AWS_ENDPOINT_URL)."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_REGION", REGION)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_endpoint)
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    return moto_endpoint
+
+
+@pytest.fixture
+def s3(aws_env):
+    return boto3.client("s3", region_name=REGION)
+
+
+@pytest.fixture
+def kms_key_arn(aws_env):
+    return boto3.client("kms", region_name=REGION).create_key()["KeyMetadata"]["Arn"]
+
+
+@pytest.fixture
+def make_bucket(s3):
+    def make(prefix: str = "artifacts") -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+        s3.create_bucket(Bucket=name)
+        return name
+
+    return make
+
+
+@pytest.fixture
+def handler():
+    """lambda/ensure_artifact/index.py, loaded by path (`lambda` is a Python keyword)."""
+    spec = importlib.util.spec_from_file_location("ensure_artifact_index", HANDLER_PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,34 @@
+"""app.py refuses a bad configuration before writing anything, with a message a user can act on."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_bad_config_fails_synth_before_any_template_is_written(tmp_path: Path) -> None:
+    config = yaml.safe_load((ROOT / "config" / "dev.yaml").read_text())
+    config["endpoints"][0]["autoscaling"]["min_capacity"] = 5
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    (config_dir / "dev.yaml").write_text(yaml.safe_dump(config))
+    outdir = tmp_path / "cdk.out"
+    env = {
+        **os.environ,
+        "CDK_OUTDIR": str(outdir),
+        "CDK_CONTEXT_JSON": json.dumps({"stage": "dev", "config_dir": str(config_dir)}),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    }
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "ERROR: invalid configuration" in result.stderr
+    assert f"{config_dir / 'dev.yaml'}: endpoints[0].autoscaling: min_capacity 5 > max_capacity 2" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list(outdir.glob("*.template.json")) if outdir.exists() else True

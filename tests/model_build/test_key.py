@@ -1,0 +1,184 @@
+"""`python -m model_build key`: the content address of a model artifact, from the app config."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from model_build import cli
+from model_build.key import model_artifact_key
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write_config(folder: Path, *, release: str = "24.09", **overrides) -> Path:
+    detector = {
+        "name": "detector",
+        "source": {"path": "models/detector.onnx"},
+        "platform": "tensorrt_plan",
+        "max_batch_size": 8,
+        "tensorrt": {"precision": "fp16"},
+    }
+    detector.update(overrides)
+    classifier = {
+        "name": "classifier",
+        "source": {"path": "models/classifier.onnx"},
+        "platform": "onnxruntime_onnx",
+        "instance_groups": [{"count": 1, "kind": "KIND_CPU"}],
+    }
+    document = {"stage": "test", "triton_release": release, "models": [detector, classifier]}
+    config = folder / "config.yaml"
+    config.write_text(yaml.safe_dump(document))
+    return config
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch) -> Path:
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "detector.onnx").write_bytes(b"onnx bytes of the detector")
+    (tmp_path / "models" / "classifier.onnx").write_bytes(b"onnx bytes of the classifier")
+    write_config(tmp_path)
+    # Only this area's commands: the others are written in parallel and may not import yet.
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("package", "key", "upload"))
+    return tmp_path
+
+
+def run_key(*argv: str) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of `python -m model_build key ARGV`, in-process."""
+    with contextlib.redirect_stdout(io.StringIO()) as stdout, contextlib.redirect_stderr(io.StringIO()) as stderr:
+        code = cli.main(["key", *argv])
+    return code, stdout.getvalue(), stderr.getvalue()
+
+
+def key_args(project: Path, model: str = "detector", config: Path | None = None) -> list[str]:
+    return ["--config", str(config or project / "config.yaml"), "--model", model, "--base-dir", str(project)]
+
+
+def key_of(project: Path, *args: str, model: str = "detector", config: Path | None = None) -> str:
+    code, out, err = run_key(*key_args(project, model, config), *args)
+    assert code == 0, err
+    [line] = out.splitlines()
+    return line
+
+
+def test_same_inputs_give_the_same_key(project: Path) -> None:
+    first = key_of(project, "--gpu-target", "sm86")
+    assert first == key_of(project, "--gpu-target", "sm86")
+    assert first.startswith("models/detector/") and first.endswith("/model.tar.gz")
+
+
+def test_instance_type_picks_the_gpu_target(project: Path) -> None:
+    assert key_of(project, "--instance-type", "ml.g5.xlarge") == key_of(project, "--gpu-target", "sm86")
+    assert key_of(project, "--instance-type", "ml.g4dn.xlarge") == key_of(project, "--gpu-target", "sm75")
+    # Hardware-compatible (ampere+) engines are one artifact for every Ampere-or-newer instance.
+    g5 = key_of(project, "--instance-type", "ml.g5.2xlarge", "--hardware-compatibility", "ampere+")
+    assert g5 == key_of(project, "--instance-type", "ml.p4d.24xlarge", "--hardware-compatibility", "ampere+")
+    assert g5 == key_of(project, "--gpu-target", "ampere+")
+    assert g5 != key_of(project, "--instance-type", "ml.g5.2xlarge")
+
+
+def test_hardware_compatibility_defaults_to_the_model_setting(project: Path) -> None:
+    config = write_config(project, tensorrt={"precision": "fp16", "hardware_compatibility": "ampere+"})
+    via_instance = key_of(project, "--instance-type", "ml.g6.xlarge", config=config)
+    assert via_instance == key_of(project, "--gpu-target", "ampere+", config=config)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"max_batch_size": 16},
+        {"tensorrt": {"precision": "fp32"}},
+        {"dynamic_batching": {"max_queue_delay_microseconds": 500}},
+        {"instance_groups": [{"count": 1, "kind": "KIND_GPU"}]},
+    ],
+)
+def test_any_build_setting_changes_the_key(project: Path, change: dict) -> None:
+    before = key_of(project, "--gpu-target", "sm86")
+    write_config(project, **change)
+    assert key_of(project, "--gpu-target", "sm86") != before
+
+
+def test_release_gpu_target_and_source_bytes_change_the_key(project: Path) -> None:
+    before = key_of(project, "--gpu-target", "sm86")
+    assert key_of(project, "--gpu-target", "sm89") != before
+    write_config(project, release="24.05")
+    assert key_of(project, "--gpu-target", "sm86") != before
+    write_config(project)
+    assert key_of(project, "--gpu-target", "sm86") == before
+    (project / "models" / "detector.onnx").write_bytes(b"onnx bytes of the detector, retrained")
+    assert key_of(project, "--gpu-target", "sm86") != before
+
+
+def test_portable_models_share_one_key_across_gpus(project: Path) -> None:
+    cpu = key_of(project, "--instance-type", "ml.c5.xlarge", model="classifier")
+    assert cpu == key_of(project, "--instance-type", "ml.g5.xlarge", model="classifier")
+    assert cpu == key_of(project, "--gpu-target", "sm75", model="classifier")
+
+
+def test_json_output(project: Path) -> None:
+    code, out, _ = run_key(*key_args(project), "--instance-type", "ml.g5.xlarge", "--json")
+    document = json.loads(out)
+    assert code == 0
+    assert set(document) == {"key", "digest", "source", "gpu_target"}
+    assert document["gpu_target"] == "sm86"
+    assert document["source"].startswith("file:") and len(document["source"]) == len("file:") + 64
+    assert document["key"] == model_artifact_key("detector", document["digest"])
+    assert document["key"] == key_of(project, "--instance-type", "ml.g5.xlarge")
+    _, out, _ = run_key(*key_args(project, "classifier"), "--gpu-target", "sm86", "--json")
+    assert json.loads(out)["gpu_target"] == "portable"
+
+
+def test_the_repository_config_keys_export_recipes(monkeypatch) -> None:
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("key",))
+    config = str(ROOT / "config" / "dev.yaml")
+    code, out, _ = run_key("--config", config, "--model", "resnet50", "--instance-type", "ml.g5.xlarge", "--json")
+    document = json.loads(out)
+    assert code == 0
+    assert document["source"] == "export:resnet50:v1"
+    assert document["key"].startswith("models/resnet50/")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--gpu-target", "volta"], "--gpu-target 'volta' is not valid; use an SM tag like sm86, ampere+ or portable"),
+        (["--instance-type", "ml.g5.xlarg"], "--instance-type: unknown instance type 'ml.g5.xlarg' (did you mean"),
+        (
+            ["--instance-type", "ml.c5.xlarge"],
+            "model 'detector' is a tensorrt_plan model and needs a GPU; ml.c5.xlarge",
+        ),
+        (
+            ["--instance-type", "ml.g4dn.xlarge", "--hardware-compatibility", "ampere+"],
+            "hardware compatibility ampere+ engines do not run on ml.g4dn.xlarge (T4, compute capability 7.5)",
+        ),
+        (
+            ["--gpu-target", "sm86", "--hardware-compatibility", "none"],
+            "--hardware-compatibility goes with --instance-type, not --gpu-target",
+        ),
+    ],
+)
+def test_refusals(project: Path, args: list[str], message: str) -> None:
+    code, out, err = run_key(*key_args(project), *args)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"ERROR: {message}")
+
+
+def test_missing_source_file_and_unknown_model(project: Path) -> None:
+    (project / "models" / "detector.onnx").unlink()
+    code, _, err = run_key(*key_args(project), "--gpu-target", "sm86")
+    assert code == 1
+    assert "model 'detector': model source 'models/detector.onnx' not found" in err
+    code, _, err = run_key(*key_args(project, "nope"), "--gpu-target", "sm86")
+    assert code == 1
+    assert "models: no model named 'nope'; configured: detector, classifier" in err
+
+
+def test_a_target_is_required(project: Path) -> None:
+    with pytest.raises(SystemExit) as usage, contextlib.redirect_stderr(io.StringIO()):
+        cli.main(["key", *key_args(project)])
+    assert usage.value.code == 2

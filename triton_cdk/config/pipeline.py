@@ -1,0 +1,197 @@
+"""The promotion pipeline's typed configuration: config/pipeline.yaml.
+
+Each stage's artifacts, build and endpoints come from that stage's own config/<stage>.yaml; this
+file says where the source lives, which stages run in which order, where approval is needed and
+what the smoke tests accept.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import Field, PositiveInt, ValidationError, model_validator
+
+from model_build.app_config import format_validation_error, read_yaml
+from model_build.errors import ModelBuildError
+from model_build.settings import StrictModel
+from triton_cdk.config.app import AppConfig
+from triton_cdk.config.loader import CONFIG_DIR, ConfigError, load_stage
+
+PIPELINE_CONFIG_PATH = CONFIG_DIR / "pipeline.yaml"
+PLACEHOLDER_CONNECTION_MARKER = "REPLACE-ME"
+ACCOUNT_PATTERN = r"^\d{12}$"
+REGION_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-\d$"
+
+
+class SourceSettings(StrictModel):
+    """A CodeConnections (CodeStar) connection + repository, or a CodeCommit repository."""
+
+    connection_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:(codestar-connections|codeconnections):[a-z0-9-]+:\d{12}:connection/.+$",
+    )
+    repository: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$", description="owner/repo")
+    codecommit_repository: str | None = Field(default=None, pattern=r"^[\w.-]{1,100}$")
+    branch: str = Field(default="main", min_length=1)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> SourceSettings:
+        connection = self.connection_arn is not None or self.repository is not None
+        if connection and self.codecommit_repository is not None:
+            raise ValueError("give connection_arn + repository, or codecommit_repository, not both")
+        if not connection and self.codecommit_repository is None:
+            raise ValueError("give connection_arn + repository (GitHub, GitLab, Bitbucket) or codecommit_repository")
+        if connection and (self.connection_arn is None or self.repository is None):
+            missing = "repository" if self.repository is None else "connection_arn"
+            raise ValueError(f"a connection source needs both connection_arn and repository; {missing} is missing")
+        return self
+
+    @property
+    def is_placeholder(self) -> bool:
+        return PLACEHOLDER_CONNECTION_MARKER in (self.connection_arn or "")
+
+
+class PipelineStageSettings(StrictModel):
+    name: str = Field(pattern=r"^[a-z][a-z0-9]{0,11}$", description="A stage with a config/<name>.yaml.")
+    approval: bool = Field(default=False, description="Manual approval before this stage deploys.")
+    regions: list[str] = Field(
+        default_factory=list,
+        description="Deploy this stage to each region in parallel (a wave). Default: the stage's own region.",
+    )
+
+    @model_validator(mode="after")
+    def _regions(self) -> PipelineStageSettings:
+        bad = [r for r in self.regions if not re.match(REGION_PATTERN, r)]
+        if bad:
+            raise ValueError(f"regions must be AWS region names like us-east-1, got {bad}")
+        if len(set(self.regions)) != len(self.regions):
+            raise ValueError(f"regions lists a region twice: {self.regions}")
+        return self
+
+
+class SmokeSettings(StrictModel):
+    max_latency_ms: float = Field(default=2000, gt=0, description="Bound on each timed call's round trip.")
+    timed_calls: PositiveInt = Field(default=3, le=100)
+    attempts: PositiveInt = Field(default=10, le=50, description="Calls per model while it answers ModelNotReady.")
+    endpoint_max_latency_ms: dict[str, float] = Field(
+        default_factory=dict, description="Per-endpoint bound (endpoint name as in config/<stage>.yaml)."
+    )
+
+    @model_validator(mode="after")
+    def _positive(self) -> SmokeSettings:
+        bad = {name: bound for name, bound in self.endpoint_max_latency_ms.items() if bound <= 0}
+        if bad:
+            raise ValueError(f"endpoint_max_latency_ms must be > 0, got {bad}")
+        return self
+
+    def latency_bound_ms(self, endpoint_name: str) -> float:
+        return self.endpoint_max_latency_ms.get(endpoint_name, self.max_latency_ms)
+
+
+class PipelineConfig(StrictModel):
+    name: str = Field(default="triton-promotion", pattern=r"^[A-Za-z0-9.@_-]{1,100}$")
+    account: str | None = Field(default=None, pattern=ACCOUNT_PATTERN)
+    region: str | None = Field(default=None, pattern=REGION_PATTERN)
+    source: SourceSettings
+    stages: list[PipelineStageSettings] = Field(min_length=1)
+    smoke: SmokeSettings = SmokeSettings()
+
+    @model_validator(mode="after")
+    def _stages(self) -> PipelineConfig:
+        names = [stage.name for stage in self.stages]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"stages lists {twice} twice; each stage deploys once")
+        return self
+
+    def stage(self, name: str) -> PipelineStageSettings:
+        return next(s for s in self.stages if s.name == name)
+
+
+def pipeline_problems(pipeline: PipelineConfig, stages: dict[str, AppConfig]) -> list[tuple[str, str]]:
+    """(field path, message) for rules joining config/pipeline.yaml and the stage files."""
+    problems: list[tuple[str, str]] = []
+    order = [s.name for s in pipeline.stages]
+    for index, name in enumerate(order):
+        config = stages[name]
+        path = f"stages[{index}]"
+        if config.promote_from is not None:
+            if config.promote_from not in order[:index]:
+                problems.append(
+                    (
+                        path,
+                        f"stage {name!r} promotes from {config.promote_from!r}, which must be an earlier stage "
+                        f"of the pipeline (stages in order: {', '.join(order)})",
+                    )
+                )
+            elif stages[config.promote_from].artifacts.bucket_name is None:
+                problems.append(
+                    (
+                        path,
+                        f"stage {name!r} copies artifacts from stage {config.promote_from!r}, so "
+                        f"config/{config.promote_from}.yaml must set artifacts.bucket_name",
+                    )
+                )
+            else:
+                problems.extend(_reader_problems(path, pipeline, config, stages[config.promote_from]))
+    endpoint_names = {e.name for config in stages.values() for e in config.endpoints}
+    for endpoint in sorted(set(pipeline.smoke.endpoint_max_latency_ms) - endpoint_names):
+        problems.append(
+            (
+                "smoke.endpoint_max_latency_ms",
+                f"unknown endpoint {endpoint!r}; endpoints of the stages: {', '.join(sorted(endpoint_names))}",
+            )
+        )
+    return problems
+
+
+def _reader_problems(
+    path: str, pipeline: PipelineConfig, target: AppConfig, source: AppConfig
+) -> list[tuple[str, str]]:
+    """The target stage's account must be allowed to read the source stage's model prefix."""
+    target_account = target.account or pipeline.account
+    source_account = source.account or pipeline.account
+    if target_account is None or target_account == source_account or target_account in source.artifacts.reader_accounts:
+        return []
+    return [
+        (
+            path,
+            f"stage {target.stage!r} (account {target_account}) copies from stage {source.stage!r} "
+            f"(account {source_account or 'of the pipeline'}); add {target_account} to "
+            f"config/{source.stage}.yaml artifacts.reader_accounts",
+        )
+    ]
+
+
+def load_pipeline_config(path: Path = PIPELINE_CONFIG_PATH) -> PipelineConfig:
+    """Parse and validate config/pipeline.yaml. Raises ConfigError naming the file and each field."""
+    try:
+        document = read_yaml(path)
+    except ModelBuildError as error:
+        raise ConfigError(str(error)) from None
+    try:
+        return PipelineConfig.model_validate(document)
+    except ValidationError as error:
+        raise ConfigError(format_validation_error(str(path), error)) from None
+
+
+def load_pipeline(
+    path: Path = PIPELINE_CONFIG_PATH, config_dir: Path | None = None
+) -> tuple[PipelineConfig, dict[str, AppConfig]]:
+    """config/pipeline.yaml and the config of every stage it lists, checked together."""
+    pipeline = load_pipeline_config(path)
+    config_dir = config_dir or path.parent
+    stages: dict[str, AppConfig] = {}
+    errors = []
+    for stage in pipeline.stages:
+        try:
+            stages[stage.name] = load_stage(stage.name, config_dir)
+        except ConfigError as error:
+            errors.append(str(error))
+    if errors:
+        raise ConfigError("\n".join(errors))
+    problems = pipeline_problems(pipeline, stages)
+    if problems:
+        raise ConfigError("\n".join(f"{path}: {field}: {message}" for field, message in problems))
+    return pipeline, stages

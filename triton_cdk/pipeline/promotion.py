@@ -1,0 +1,88 @@
+"""Build once: a stage that promotes from another must need only artifacts that stage builds.
+
+Artifact keys are content addresses (triton_cdk.artifact_keys): equal model settings, source,
+Triton release and GPU target give equal keys. The target stage never builds (its ensure-artifact
+resources only copy from the source stage's bucket), so every key it needs must be one the source
+stage produces; otherwise synth fails here, naming the model and what differs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# First: triton_cdk.artifact_keys cannot be the first of the package to load (import cycle through
+# triton_cdk.build_matching and triton_cdk.config.app).
+import triton_cdk.config  # noqa: F401
+from triton_cdk.artifact_keys import ModelArtifact, endpoint_artifacts
+from triton_cdk.config import AppConfig
+from triton_cdk.config.loader import PROJECT_ROOT
+
+
+class PromotionError(ValueError):
+    """The target stage needs an artifact the source stage never builds."""
+
+
+def stage_artifacts(config: AppConfig, base_dir: Path = PROJECT_ROOT) -> dict[str, list[ModelArtifact]]:
+    """Every model artifact a stage's endpoints need, by model name (one per distinct key)."""
+    by_model: dict[str, list[ModelArtifact]] = {}
+    for endpoint in config.endpoints:
+        for artifact in endpoint_artifacts(config, endpoint, base_dir).models:
+            known = by_model.setdefault(artifact.model.name, [])
+            if all(a.key != artifact.key for a in known):
+                known.append(artifact)
+    return by_model
+
+
+def _differences(wanted: ModelArtifact, built: ModelArtifact, target: AppConfig, source: AppConfig) -> list[str]:
+    found = []
+    if target.triton_release != source.triton_release:
+        found.append(f"triton_release {source.triton_release!r} -> {target.triton_release!r}")
+    if wanted.gpu_target != built.gpu_target:
+        found.append(f"GPU target {built.gpu_target!r} -> {wanted.gpu_target!r} (instance type or build fleet)")
+    if wanted.source != built.source:
+        found.append(
+            f"source {built.model.source.model_dump(exclude_none=True)} -> "
+            f"{wanted.model.source.model_dump(exclude_none=True)}"
+        )
+    before, after = built.model.build_fingerprint(), wanted.model.build_fingerprint()
+    for field in sorted(set(before) | set(after)):
+        if before.get(field) != after.get(field):
+            found.append(f"{field} {before.get(field)!r} -> {after.get(field)!r}")
+    return found or ["the artifact digest"]
+
+
+def promotion_problems(target: AppConfig, source: AppConfig, base_dir: Path = PROJECT_ROOT) -> list[str]:
+    """One message per artifact `target` needs that `source` does not build (empty: build once holds)."""
+    built = stage_artifacts(source, base_dir)
+    built_keys = {a.key for artifacts in built.values() for a in artifacts}
+    problems = []
+    for name, wanted_list in stage_artifacts(target, base_dir).items():
+        for wanted in wanted_list:
+            if wanted.key in built_keys:
+                continue
+            if name not in built:
+                problems.append(
+                    f"model {name!r}: stage {target.stage!r} serves it but stage {source.stage!r} builds no "
+                    f"artifact for it (no {source.stage} endpoint serves {name!r}); serve it in "
+                    f"{source.stage} first so it is built and tested there"
+                )
+                continue
+            candidates = built[name]
+            closest = min(candidates, key=lambda b: len(_differences(wanted, b, target, source)))
+            differs = "; ".join(_differences(wanted, closest, target, source))
+            problems.append(
+                f"model {name!r}: stage {target.stage!r} needs {wanted.key} but stage {source.stage!r} builds "
+                f"{', '.join(b.key for b in candidates)}; differs ({source.stage} -> {target.stage}): {differs}. "
+                f"Make config/{target.stage}.yaml match config/{source.stage}.yaml for this model, or deploy the "
+                f"change to {source.stage} first"
+            )
+    return problems
+
+
+def check_promotion(target: AppConfig, source: AppConfig, base_dir: Path = PROJECT_ROOT) -> None:
+    problems = promotion_problems(target, source, base_dir)
+    if problems:
+        raise PromotionError(
+            f"stage {target.stage!r} promotes from {source.stage!r} but would need artifacts "
+            f"{source.stage!r} never builds (prod never rebuilds):\n" + "\n".join(f"  {p}" for p in problems)
+        )

@@ -1,0 +1,332 @@
+"""Post-deployment smoke test of one stage, run by the pipeline's CodeBuild step after the stage deploys.
+
+For every endpoint and every model of the stage (SmokePlan, written at synth): read the model's
+config.pbtxt from its archive in the stage's artifact bucket, build a sample request from its input
+shapes and data types, invoke the endpoint through the project's client (endpoint_client:
+binary+JSON, `TargetModel` on multi-model endpoints, retries while a model answers
+ModelNotReadyException), then check the output names and shapes against the config and time
+`timed_calls` further calls against the latency bound. One line per model is printed, a JSON report
+and a one-line summary (the approval's comment) are written, and any failure exits 1.
+
+    python -m triton_cdk.pipeline.smoke --plan-json "$SMOKE_PLAN" --bucket "$ARTIFACT_BUCKET" \
+        --role-arn "$SMOKE_ROLE_ARN" --region "$SMOKE_REGION" --report-dir smoke-report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
+from tritonclient.utils import triton_to_np_dtype
+
+from endpoint_client import EndpointClient, RetryPolicy, smoke_test
+from endpoint_client.transport import SageMakerTransport
+from model_build.errors import ModelBuildError
+from triton_cdk.pipeline.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
+
+SUMMARY_LIMIT = 400  # CodePipeline approval comments (CustomData) hold 500 characters
+SAMPLE_SEED = 0
+
+
+class SmokeError(ModelBuildError):
+    """The smoke test could not even build a request (no config.pbtxt, an unusable data type)."""
+
+
+# --- sample payloads from config.pbtxt -----------------------------------------------------------
+
+
+def read_model_config(archive: IO[bytes], model_name: str, where: str) -> mc.ModelConfig:
+    """`<model_name>/config.pbtxt` from a model archive, read as a stream (no seeking, no full download)."""
+    wanted = {f"{model_name}/config.pbtxt", f"./{model_name}/config.pbtxt"}
+    try:
+        with tarfile.open(fileobj=archive, mode="r|*") as tar:
+            for member in tar:
+                if member.name in wanted and member.isfile():
+                    reader = tar.extractfile(member)
+                    text = reader.read().decode() if reader else ""
+                    break
+            else:
+                raise SmokeError(f"{where}: the archive holds no {model_name}/config.pbtxt")
+    except tarfile.TarError as error:
+        raise SmokeError(f"{where}: not a readable model archive ({error})") from error
+    try:
+        return text_format.Parse(text, mc.ModelConfig())
+    except text_format.ParseError as error:
+        raise SmokeError(f"{where}: {model_name}/config.pbtxt is not a valid Triton config ({error})") from error
+
+
+def triton_datatype(data_type: int) -> str:
+    """ModelConfig's TYPE_FP32 -> the wire name FP32 (TYPE_STRING travels as BYTES)."""
+    name = mc.DataType.Name(data_type).removeprefix("TYPE_")
+    return "BYTES" if name == "STRING" else name
+
+
+def _batch(config: mc.ModelConfig) -> list[int]:
+    # With max_batch_size > 0 Triton prepends the batch axis to every input and output.
+    return [1] if config.max_batch_size > 0 else []
+
+
+def sample_inputs(config: mc.ModelConfig, shape_hints: dict[str, list[int]] | None = None) -> dict[str, np.ndarray]:
+    """One request with batch 1: dynamic dims from `shape_hints`, else 1; deterministic values.
+
+    Integers (token ids, masks) are zeros, which every embedding accepts; floats are uniform in
+    [0, 1) from a fixed seed, so a model that turns them into NaN or Inf is caught.
+    """
+    hints = shape_hints or {}
+    rng = np.random.default_rng(SAMPLE_SEED)
+    tensors: dict[str, np.ndarray] = {}
+    for spec in config.input:
+        if spec.optional:
+            continue
+        hint = hints.get(spec.name)
+        if hint is not None and len(hint) != len(spec.dims):
+            raise SmokeError(
+                f"model {config.name!r} input {spec.name!r}: shape hint {hint} has rank {len(hint)}, "
+                f"config.pbtxt dims {list(spec.dims)} have rank {len(spec.dims)}"
+            )
+        dims = [d if d >= 0 else (hint[i] if hint else 1) for i, d in enumerate(spec.dims)]
+        shape = _batch(config) + dims
+        datatype = triton_datatype(spec.data_type)
+        if datatype in ("INVALID", "BF16"):
+            raise SmokeError(f"model {config.name!r} input {spec.name!r}: no sample for data type {datatype}")
+        dtype = np.dtype(triton_to_np_dtype(datatype))
+        if dtype == np.object_:
+            tensors[spec.name] = np.full(shape, b"smoke", dtype=np.object_)
+        elif np.issubdtype(dtype, np.floating):
+            tensors[spec.name] = rng.random(shape).astype(dtype)
+        else:
+            tensors[spec.name] = np.zeros(shape, dtype=dtype)
+    if not tensors:
+        raise SmokeError(f"model {config.name!r}: config.pbtxt declares no required input")
+    return tensors
+
+
+def expected_output_shapes(config: mc.ModelConfig) -> dict[str, list[int]]:
+    """Each output's shape as the client receives it (`dims`, after any reshape); -1 matches any size."""
+    return {spec.name: _batch(config) + list(spec.dims) for spec in config.output}
+
+
+def output_problems(outputs: dict[str, np.ndarray], expected: dict[str, list[int]]) -> list[str]:
+    problems = []
+    for name, shape in expected.items():
+        if name not in outputs:
+            problems.append(f"output {name!r} missing (got {', '.join(outputs) or 'none'})")
+            continue
+        actual = list(outputs[name].shape)
+        if len(actual) != len(shape) or any(e >= 0 and e != a for e, a in zip(shape, actual, strict=False)):
+            problems.append(f"output {name!r} has shape {actual}, config.pbtxt says {shape}")
+    return problems
+
+
+# --- running the checks ----------------------------------------------------------------------------
+
+
+@dataclass
+class ModelResult:
+    endpoint: str
+    model: str
+    target_model: str | None
+    passed: bool = False
+    latencies_ms: list[float] = field(default_factory=list)
+    max_latency_ms: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def worst_ms(self) -> float | None:
+        return max(self.latencies_ms) if self.latencies_ms else None
+
+    def line(self) -> str:
+        verdict = "PASS" if self.passed else "FAIL"
+        timing = (
+            f"p50 {statistics.median(self.latencies_ms):.0f} ms, max {self.worst_ms:.0f} ms "
+            f"(bound {self.max_latency_ms:.0f} ms)"
+            if self.latencies_ms
+            else "not timed"
+        )
+        detail = f": {'; '.join(self.problems)}" if self.problems else ""
+        return f"{verdict} {self.endpoint} {self.model}: {timing}{detail}"
+
+
+@dataclass
+class SmokeReport:
+    stage: str
+    results: list[ModelResult]
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.results) and all(r.passed for r in self.results)
+
+    def summary(self) -> str:
+        """One line for the approval comment: verdict, counts, worst latency, first failures."""
+        ok = sum(r.passed for r in self.results)
+        endpoints = len({r.endpoint for r in self.results})
+        worst = max((r.worst_ms for r in self.results if r.worst_ms is not None), default=None)
+        text = (
+            f"{self.stage} smoke {'PASSED' if self.passed else 'FAILED'}: {ok}/{len(self.results)} models on "
+            f"{endpoints} endpoint(s)" + (f", slowest call {worst:.0f} ms" if worst is not None else "")
+        )
+        failures = [f"{r.endpoint}/{r.model}: {r.problems[0]}" for r in self.results if r.problems]
+        if failures:
+            text += "; " + "; ".join(failures)
+        return text if len(text) <= SUMMARY_LIMIT else text[: SUMMARY_LIMIT - 3] + "..."
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "passed": self.passed,
+            "summary": self.summary(),
+            "results": [{**asdict(r), "worst_ms": r.worst_ms} for r in self.results],
+        }
+
+
+ClientFactory = Callable[[EndpointCheck, ModelCheck], EndpointClient]
+ConfigReader = Callable[[ModelCheck], mc.ModelConfig]
+
+
+def check_model(
+    client: EndpointClient,
+    endpoint: EndpointCheck,
+    model: ModelCheck,
+    model_config: mc.ModelConfig,
+    *,
+    timed_calls: int,
+    clock: Callable[[], float] = time.perf_counter,
+) -> ModelResult:
+    """One untimed call (a multi-model endpoint may load the model first), then `timed_calls` timed ones."""
+    result = ModelResult(endpoint.name, model.name, model.target_model, max_latency_ms=endpoint.max_latency_ms)
+    inputs = sample_inputs(model_config, model.shape_hints)
+    expected = expected_output_shapes(model_config)
+    try:
+        first = smoke_test(client, [(model.target_model, inputs)])[0]
+        result.problems.extend(output_problems(first.outputs, expected))
+        for _ in range(timed_calls if not result.problems else 0):
+            start = clock()
+            client.invoke(inputs, target_model=model.target_model)
+            result.latencies_ms.append((clock() - start) * 1000)
+    except ModelBuildError as error:  # EndpointError, ModelNotReadyError after all retries, bad reply
+        result.problems.append(str(error))
+    worst = result.worst_ms
+    if worst is not None and worst > endpoint.max_latency_ms:
+        result.problems.append(f"slowest call took {worst:.0f} ms, above the {endpoint.max_latency_ms:.0f} ms bound")
+    result.passed = not result.problems
+    return result
+
+
+def run_plan(
+    plan: SmokePlan,
+    client_for: ClientFactory,
+    read_config: ConfigReader,
+    *,
+    echo: Callable[[str], None] = print,
+    clock: Callable[[], float] = time.perf_counter,
+) -> SmokeReport:
+    """Every model of every endpoint; a failure is recorded and the run goes on, so the report is whole."""
+    results = []
+    for endpoint in plan.endpoints:
+        for model in endpoint.models:
+            try:
+                model_config = read_config(model)
+                result = check_model(
+                    client_for(endpoint, model),
+                    endpoint,
+                    model,
+                    model_config,
+                    timed_calls=plan.timed_calls,
+                    clock=clock,
+                )
+            except ModelBuildError as error:
+                result = ModelResult(
+                    endpoint.name, model.name, model.target_model, max_latency_ms=endpoint.max_latency_ms
+                )
+                result.problems.append(str(error))
+            echo(result.line())
+            results.append(result)
+    return SmokeReport(plan.stage, results)
+
+
+def write_report(report: SmokeReport, directory: Path) -> None:
+    """report.json and summary.txt, each written whole (temp file + os.replace)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in (("report.json", json.dumps(report.to_dict(), indent=2)), ("summary.txt", report.summary())):
+        with tempfile.NamedTemporaryFile("w", dir=directory, delete=False, suffix=".tmp") as handle:
+            handle.write(text + "\n")
+        os.replace(handle.name, directory / name)
+
+
+# --- AWS wiring (CodeBuild) -------------------------------------------------------------------------
+
+
+def aws_session(role_arn: str | None, region: str | None, stage: str):
+    import boto3
+
+    session = boto3.Session(region_name=region)
+    if not role_arn:
+        return session
+    credentials = session.client("sts").assume_role(RoleArn=role_arn, RoleSessionName=f"triton-smoke-{stage}")[
+        "Credentials"
+    ]
+    return boto3.Session(
+        aws_access_key_id=credentials["AccessKeyId"],
+        aws_secret_access_key=credentials["SecretAccessKey"],
+        aws_session_token=credentials["SessionToken"],
+        region_name=region,
+    )
+
+
+def aws_wiring(plan: SmokePlan, session, bucket: str) -> tuple[ClientFactory, ConfigReader]:
+    runtime = session.client("sagemaker-runtime")
+    s3 = session.client("s3")
+    retry = RetryPolicy(attempts=plan.attempts, base_delay=2.0, max_delay=30.0)
+
+    def client_for(endpoint: EndpointCheck, model: ModelCheck) -> EndpointClient:
+        transport = SageMakerTransport(endpoint.deployed_name, client=runtime, model_name=model.name)
+        return EndpointClient(transport, retry=retry)
+
+    def read_config(model: ModelCheck) -> mc.ModelConfig:
+        where = f"s3://{bucket}/{model.artifact_key}"
+        try:
+            body = s3.get_object(Bucket=bucket, Key=model.artifact_key)["Body"]
+        except Exception as error:  # botocore ClientError / BotoCoreError: no such key, access denied
+            raise SmokeError(f"{where}: cannot read the model archive ({error})") from error
+        with body:
+            return read_model_config(body, model.name, where)
+
+    return client_for, read_config
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m triton_cdk.pipeline.smoke", description=__doc__.split("\n")[0])
+    parser.add_argument("--plan-json", required=True, help="the SmokePlan JSON (the step's SMOKE_PLAN)")
+    parser.add_argument("--bucket", required=True, help="the stage's artifact bucket (holds each config.pbtxt)")
+    parser.add_argument("--role-arn", help="role in the stage's account that may invoke its endpoints")
+    parser.add_argument("--region", help="the stage's region (default: the environment's)")
+    parser.add_argument("--report-dir", type=Path, default=Path("smoke-report"))
+    args = parser.parse_args(argv)
+    try:
+        plan = SmokePlan.from_json(args.plan_json)
+        session = aws_session(args.role_arn, args.region or None, plan.stage)
+        client_for, read_config = aws_wiring(plan, session, args.bucket)
+        report = run_plan(plan, client_for, read_config)
+        write_report(report, args.report_dir)
+    except (ModelBuildError, ValueError) as error:
+        print(f"ERROR: {error}", file=sys.stderr)
+        return 1
+    print(report.summary())
+    return 0 if report.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""One pipeline stage: the stage's artifact, build and endpoint stacks, plus the smoke-test access role.
+
+Environment: a stage deploys to its config's account/region; where those are unset it inherits the
+pipeline's (config/pipeline.yaml), and where both are unset it stays environment-agnostic and CDK
+Pipelines deploys it into the pipeline's own account and region (docs/pipeline.md, "Environments").
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from stacks.artifact_stack import ArtifactStack
+from stacks.stage import StageStacks, add_stage_stacks, stack_prefix
+from triton_cdk.config import AppConfig
+from triton_cdk.pipeline.promotion import stage_artifacts
+
+
+def smoke_role_name(stage: str, region: str) -> str:
+    """Fixed so the pipeline (another account, possibly) can name it in its policy before it exists.
+
+    The region is part of it: a wave deploys the same stage to several regions of one account.
+    """
+    return f"triton-{stage}-smoke-{region}"
+
+
+def endpoint_arn(scope: cdk.Stack, deployed_name: str) -> str:
+    # SageMaker writes endpoint names in lower case inside ARNs.
+    return scope.format_arn(service="sagemaker", resource="endpoint", resource_name=deployed_name.lower())
+
+
+class SmokeAccessStack(cdk.Stack):
+    """In the stage's account: the only role that may invoke this stage's endpoints for the smoke test.
+
+    The pipeline's smoke step assumes it (trusted: the pipeline's account, whose own policy gives
+    sts:AssumeRole on this role to that step only). It may invoke the stage's endpoints and read the
+    archives of the stage's models (their config.pbtxt gives the sample request), nothing else.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: AppConfig,
+        artifacts: ArtifactStack,
+        pipeline_account: str | None,
+        **kwargs,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.role = iam.Role(
+            self,
+            "Role",
+            role_name=smoke_role_name(config.stage, self.region),
+            assumed_by=iam.AccountPrincipal(pipeline_account or self.account),
+            description=f"Pipeline smoke test of stage {config.stage}: invoke its endpoints, read model configs",
+            max_session_duration=cdk.Duration.hours(1),
+        )
+        endpoints = [endpoint_arn(self, config.deployed_endpoint_name(e)) for e in config.endpoints]
+        if endpoints:
+            self.role.add_to_policy(
+                iam.PolicyStatement(
+                    sid="InvokeStageEndpoints", actions=["sagemaker:InvokeEndpoint"], resources=endpoints
+                )
+            )
+        keys = sorted({a.key for artifacts_of in stage_artifacts(config).values() for a in artifacts_of})
+        if keys:
+            self.role.add_to_policy(
+                iam.PolicyStatement(
+                    sid="ReadModelArchives",
+                    actions=["s3:GetObject"],
+                    resources=[artifacts.store.bucket.arn_for_objects(key) for key in keys],
+                )
+            )
+            artifacts.store.key.grant_decrypt(self.role)
+        cdk.CfnOutput(self, "RoleArn", value=self.role.role_arn)
+
+
+class TritonStage(cdk.Stage):
+    """What the pipeline deploys for one stage (and, in a wave, for one region of it)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: AppConfig,
+        pipeline_account: str | None,
+        **kwargs,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.config = config
+        self.stacks: StageStacks = add_stage_stacks(self, config)
+        self.smoke_access = SmokeAccessStack(
+            self,
+            f"{stack_prefix(config)}-SmokeAccess",
+            config=config,
+            artifacts=self.stacks.artifacts,
+            pipeline_account=pipeline_account,
+            env=_stack_env(config),
+            tags={"triton-stage": config.stage},
+        )
+        self.smoke_access.add_stack_dependency(self.stacks.artifacts, "reads the artifact bucket and key")
+
+    @property
+    def artifact_bucket_output(self) -> cdk.CfnOutput:
+        output = self.stacks.artifacts.node.try_find_child("ArtifactBucketName")
+        if not isinstance(output, cdk.CfnOutput):
+            raise TypeError("the artifact stack no longer has the CfnOutput 'ArtifactBucketName' the smoke step reads")
+        return output
+
+
+def _stack_env(config: AppConfig) -> cdk.Environment | None:
+    """The same env add_stage_stacks gives the stage's stacks (None: inherit the Stage's)."""
+    if config.account or config.region:
+        return cdk.Environment(account=config.account, region=config.region)
+    return None

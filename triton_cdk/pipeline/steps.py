@@ -1,0 +1,141 @@
+"""The pipeline's steps: synth (tests first), the per-stage smoke test, the approval before a stage."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import aws_cdk as cdk
+from aws_cdk import aws_codebuild as codebuild
+from aws_cdk import aws_iam as iam
+from aws_cdk import pipelines
+
+from triton_cdk.artifact_keys import endpoint_artifacts
+from triton_cdk.config import AppConfig
+from triton_cdk.config.loader import PROJECT_ROOT
+from triton_cdk.config.pipeline import PipelineConfig
+from triton_cdk.pipeline.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
+from triton_cdk.pipeline.stage import TritonStage, smoke_role_name
+
+# Ubuntu standard:7.0 carries Node 20 (the CDK CLI) and Python 3.12 (runs the project's 3.11 code).
+BUILD_IMAGE = codebuild.LinuxBuildImage.STANDARD_7_0
+RUNTIME_VERSIONS = {"nodejs": "20", "python": "3.12"}
+# The smoke test imports only the invocation client: install just its packages, at the project's pins.
+SMOKE_PACKAGES = ("boto3", "numpy", "tritonclient")
+SUMMARY_VARIABLE = "SMOKE_SUMMARY"
+REPORT_DIR = "smoke-report"
+
+
+def pinned_requirements(names: tuple[str, ...], requirements: str | None = None) -> list[str]:
+    """`name==version` lines of requirements.txt for `names` (extras kept), so CodeBuild installs the same."""
+    text = requirements if requirements is not None else (PROJECT_ROOT / "requirements.txt").read_text()
+    found = {}
+    for line in text.splitlines():
+        match = re.match(r"^([A-Za-z0-9_.-]+)(\[[^\]]*\])?==\S+", line.strip())
+        if match and match.group(1).lower() in names:
+            found[match.group(1).lower()] = match.group(0)
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise ValueError(f"requirements.txt pins no exact version of {', '.join(missing)}; the smoke step needs them")
+    return [found[n] for n in names]
+
+
+def smoke_plan(config: AppConfig, pipeline: PipelineConfig) -> SmokePlan:
+    endpoints = []
+    for endpoint in config.endpoints:
+        located = endpoint_artifacts(config, endpoint)
+        models = [
+            ModelCheck(
+                name=artifact.model.name,
+                artifact_key=artifact.key,
+                target_model=f"{artifact.model.name}.tar.gz" if endpoint.mode == "multi_model" else None,
+                shape_hints={shape.input: list(shape.opt) for shape in artifact.model.tensorrt.shapes},
+            )
+            for artifact in located.models
+        ]
+        endpoints.append(
+            EndpointCheck(
+                name=endpoint.name,
+                deployed_name=config.deployed_endpoint_name(endpoint),
+                max_latency_ms=pipeline.smoke.latency_bound_ms(endpoint.name),
+                models=models,
+            )
+        )
+    return SmokePlan(
+        stage=config.stage,
+        timed_calls=pipeline.smoke.timed_calls,
+        attempts=pipeline.smoke.attempts,
+        endpoints=endpoints,
+    )
+
+
+def smoke_role_arn(stage: TritonStage) -> str:
+    """The stage's smoke role, named from the pipeline's side (tokens resolve to the pipeline's env)."""
+    account = stage.account or cdk.Aws.ACCOUNT_ID
+    region = stage.region or cdk.Aws.REGION
+    return f"arn:{cdk.Aws.PARTITION}:iam::{account}:role/{smoke_role_name(stage.config.stage, region)}"
+
+
+def smoke_step(
+    stage: TritonStage, pipeline: PipelineConfig, source: pipelines.IFileSetProducer
+) -> pipelines.CodeBuildStep:
+    """CodeBuild after the stage deploys: every endpoint and model invoked; any failure fails the stage.
+
+    Its role may only assume the stage's smoke role (SmokeAccessStack), which may only invoke that
+    stage's endpoints and read its model archives.
+    """
+    role_arn = smoke_role_arn(stage)
+    install = ["python -m pip install --quiet " + " ".join(shlex.quote(p) for p in pinned_requirements(SMOKE_PACKAGES))]
+    return pipelines.CodeBuildStep(
+        f"SmokeTest-{stage.stage_name}",
+        input=source,
+        install_commands=install,
+        commands=[
+            'python -m triton_cdk.pipeline.smoke --plan-json "$SMOKE_PLAN" --bucket "$ARTIFACT_BUCKET" '
+            f'--role-arn "$SMOKE_ROLE_ARN" --region "$SMOKE_REGION" --report-dir {REPORT_DIR}',
+            f'export {SUMMARY_VARIABLE}="$(cat {REPORT_DIR}/summary.txt)"',
+        ],
+        env={
+            "SMOKE_PLAN": smoke_plan(stage.config, pipeline).to_json(),
+            "SMOKE_ROLE_ARN": role_arn,
+            "SMOKE_REGION": stage.region or cdk.Aws.REGION,
+        },
+        env_from_cfn_outputs={"ARTIFACT_BUCKET": stage.artifact_bucket_output},
+        role_policy_statements=[
+            iam.PolicyStatement(sid="AssumeStageSmokeRole", actions=["sts:AssumeRole"], resources=[role_arn])
+        ],
+        build_environment=codebuild.BuildEnvironment(build_image=BUILD_IMAGE, compute_type=codebuild.ComputeType.SMALL),
+        partial_build_spec=codebuild.BuildSpec.from_object(
+            {"phases": {"install": {"runtime-versions": RUNTIME_VERSIONS}}}
+        ),
+        primary_output_directory=REPORT_DIR,
+        timeout=cdk.Duration.minutes(30),
+    )
+
+
+def approval_step(
+    stage_name: str, pipeline: PipelineConfig, previous: list[pipelines.CodeBuildStep], previous_stage: str | None
+) -> pipelines.ManualApprovalStep:
+    """Manual approval; its comment carries the previous stage's smoke summary (a CodePipeline variable)."""
+    summaries = " | ".join(step.exported_variable(SUMMARY_VARIABLE) for step in previous)
+    comment = f"Promote to {stage_name}." + (f" {previous_stage} smoke test: {summaries}" if summaries else "")
+    region = pipeline.region or cdk.Aws.REGION
+    review_url = (
+        f"https://{region}.console.aws.amazon.com/codesuite/codepipeline/pipelines/{pipeline.name}/view?region={region}"
+    )
+    return pipelines.ManualApprovalStep(f"Approve-{stage_name}", comment=comment, review_url=review_url)
+
+
+def synth_step(source: pipelines.IFileSetProducer, first_stage: str) -> pipelines.CodeBuildStep:
+    """`make test` first (lint, unit tests, cfn-lint of every template): a red test never deploys."""
+    return pipelines.CodeBuildStep(
+        "Synth",
+        input=source,
+        commands=["make test", f"make synth STAGE={first_stage}"],
+        primary_output_directory=f"cdk.out/{first_stage}",
+        build_environment=codebuild.BuildEnvironment(build_image=BUILD_IMAGE, compute_type=codebuild.ComputeType.LARGE),
+        partial_build_spec=codebuild.BuildSpec.from_object(
+            {"phases": {"install": {"runtime-versions": RUNTIME_VERSIONS}}}
+        ),
+        timeout=cdk.Duration.minutes(60),
+    )

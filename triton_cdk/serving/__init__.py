@@ -1,0 +1,25 @@
+"""Constructs that serve Triton models on SageMaker: model, endpoint, autoscaling, monitoring.
+
+They take plain props (image URI, S3 locations, instance facts) and know nothing about
+config/<stage>.yaml; stacks/endpoint_stack.py maps the configuration onto them.
+"""
+
+from triton_cdk.serving.autoscaling import TritonEndpointScaling
+from triton_cdk.serving.deployment import DeploymentPolicy, TrafficRouting
+from triton_cdk.serving.endpoint import DataCapture, ProductionVariant, TritonEndpoint
+from triton_cdk.serving.model_data import TritonModelData
+from triton_cdk.serving.monitoring import AlarmThresholds, TritonEndpointMonitoring
+from triton_cdk.serving.triton_model import TritonModel
+
+__all__ = [
+    "AlarmThresholds",
+    "DataCapture",
+    "DeploymentPolicy",
+    "ProductionVariant",
+    "TrafficRouting",
+    "TritonEndpoint",
+    "TritonEndpointMonitoring",
+    "TritonEndpointScaling",
+    "TritonModel",
+    "TritonModelData",
+]

@@ -1,0 +1,154 @@
+"""Autoscaling of a Triton endpoint's variants (Application Auto Scaling).
+
+Per variant: a scalable target on `sagemaker:variant:DesiredInstanceCount` (min >= 1), target
+tracking on SageMakerVariantInvocationsPerInstance and/or on GPUUtilization (a customized metric
+on `/aws/sagemaker/Endpoints`), and optional scheduled actions (../shared/README.md,
+"Autoscaling"). GPUUtilization runs 0-100 x GPU count, so the per-GPU target is multiplied by
+the instance's GPU count: 70 % on a 4-GPU ml.g5.12xlarge tracks 280.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from triton_cdk.serving.endpoint import TritonEndpoint
+
+SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+# Application Auto Scaling's service-linked role for SageMaker variants (it creates the role on
+# first use); without it aws-cdk-lib would create an extra, unused role per target.
+SERVICE_LINKED_ROLE = (
+    "aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
+    "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
+)
+
+
+@dataclass(frozen=True)
+class ScheduledCapacity:
+    """A scheduled change of min/max capacity, e.g. a lower minimum at night."""
+
+    name: str
+    schedule: str  # cron(...), rate(...) or at(...)
+    min_capacity: int | None = None
+    max_capacity: int | None = None
+    time_zone: str | None = None
+
+
+@dataclass(frozen=True)
+class ScalingSettings:
+    """What to track. Targets left None are not tracked; at least one is required.
+
+    gpu_utilization_percent is per GPU (0-100); gpu_count scales it to the metric's range.
+    """
+
+    min_capacity: int
+    max_capacity: int
+    gpu_count: int
+    invocations_per_instance: float | None = None
+    gpu_utilization_percent: float | None = None
+    scale_in_cooldown: cdk.Duration = cdk.Duration.minutes(5)
+    scale_out_cooldown: cdk.Duration = cdk.Duration.minutes(1)
+    disable_scale_in: bool = False
+    scheduled: Sequence[ScheduledCapacity] = ()
+
+    @property
+    def gpu_utilization_target(self) -> float | None:
+        if self.gpu_utilization_percent is None:
+            return None
+        return self.gpu_utilization_percent * self.gpu_count
+
+    def problems(self) -> list[str]:
+        found = []
+        if self.min_capacity < 1:
+            found.append(f"min_capacity must be at least 1 (SageMaker keeps one instance), got {self.min_capacity}")
+        if self.max_capacity < self.min_capacity:
+            found.append(f"max_capacity {self.max_capacity} is below min_capacity {self.min_capacity}")
+        if self.invocations_per_instance is None and self.gpu_utilization_percent is None:
+            found.append("set invocations_per_instance and/or gpu_utilization_percent")
+        if self.gpu_utilization_percent is not None:
+            if self.gpu_count < 1:
+                found.append("GPU-utilization scaling needs a GPU instance; this variant has none")
+            if not 0 < self.gpu_utilization_percent <= 100:
+                found.append(f"gpu_utilization_percent is per GPU (0-100], got {self.gpu_utilization_percent}")
+        return found
+
+
+class TritonEndpointScaling(Construct):
+    """Scales every variant of `endpoint` with the same settings.
+
+    `settings_by_variant` maps variant name to ScalingSettings (the GPU count differs per
+    instance type). The scalable targets depend on the endpoint, so CloudFormation deletes them
+    (deregisters the variant) before it deletes the endpoint.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, endpoint: TritonEndpoint, settings_by_variant: dict[str, ScalingSettings]
+    ) -> None:
+        super().__init__(scope, construct_id)
+        unknown = sorted(set(settings_by_variant) - set(endpoint.variant_names))
+        problems = [f"unknown variants {unknown}; the endpoint has {endpoint.variant_names}"] if unknown else []
+        for name, settings in settings_by_variant.items():
+            problems.extend(f"variant '{name}': {p}" for p in settings.problems())
+        if problems:
+            raise ValueError(f"TritonEndpointScaling {self.node.path}: " + "; ".join(problems))
+
+        role_arn = cdk.Stack.of(self).format_arn(
+            service="iam", region="", resource="role", resource_name=SERVICE_LINKED_ROLE
+        )
+        self.role = iam.Role.from_role_arn(self, "ServiceLinkedRole", role_arn, mutable=False)
+        self.targets: dict[str, appscaling.ScalableTarget] = {}
+        for variant, settings in settings_by_variant.items():
+            self.targets[variant] = self._scale_variant(endpoint, variant, settings)
+        endpoint.retain_instance_counts()
+
+    def _scale_variant(
+        self, endpoint: TritonEndpoint, variant: str, settings: ScalingSettings
+    ) -> appscaling.ScalableTarget:
+        scope = Construct(self, variant)
+        target = appscaling.ScalableTarget(
+            scope,
+            "Target",
+            service_namespace=appscaling.ServiceNamespace.SAGEMAKER,
+            resource_id=f"endpoint/{endpoint.endpoint_name}/variant/{variant}",
+            scalable_dimension=SCALABLE_DIMENSION,
+            min_capacity=settings.min_capacity,
+            max_capacity=settings.max_capacity,
+            role=self.role,
+        )
+        # The resource id is a plain string, so CloudFormation would not see the dependency:
+        # without it the target could be registered before the variant exists, and on delete
+        # the endpoint could go first (which leaves a dangling registration).
+        target.node.add_dependency(endpoint.resource)
+        cooldowns = {
+            "scale_in_cooldown": settings.scale_in_cooldown,
+            "scale_out_cooldown": settings.scale_out_cooldown,
+            "disable_scale_in": settings.disable_scale_in,
+        }
+        if settings.invocations_per_instance is not None:
+            target.scale_to_track_metric(
+                "InvocationsPerInstance",
+                target_value=settings.invocations_per_instance,
+                predefined_metric=appscaling.PredefinedMetric.SAGEMAKER_VARIANT_INVOCATIONS_PER_INSTANCE,
+                **cooldowns,
+            )
+        if settings.gpu_utilization_target is not None:
+            target.scale_to_track_metric(
+                "GpuUtilization",
+                target_value=settings.gpu_utilization_target,
+                custom_metric=endpoint.metric_gpu_utilization(variant=variant, period=cdk.Duration.minutes(1)),
+                **cooldowns,
+            )
+        for action in settings.scheduled:
+            target.scale_on_schedule(
+                action.name,
+                schedule=appscaling.Schedule.expression(action.schedule),
+                min_capacity=action.min_capacity,
+                max_capacity=action.max_capacity,
+                time_zone=cdk.TimeZone.of(action.time_zone) if action.time_zone else None,
+            )
+        return target

@@ -1,0 +1,347 @@
+"""TritonEndpoint: endpoint config + endpoint, with `grant_invoke` and `metric_*` helpers.
+
+Metrics (../shared/README.md, "Metrics"): invocation metrics in `AWS/SageMaker` (latencies in
+microseconds), instance utilisation in `/aws/sagemaker/Endpoints` (CPU, GPU and GPU memory are
+0-100 x the number of CPUs/GPUs), all with the dimensions EndpointName and VariantName.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+import jsii
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct, IValidation
+
+from triton_cdk.serving.deployment import DeploymentPolicy, TrafficRouting
+from triton_cdk.serving.triton_model import TritonModel
+
+INVOCATION_NAMESPACE = "AWS/SageMaker"
+INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"
+INVOKE_ACTIONS = ("sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream")
+NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
+# ProductionVariant ranges (SageMaker API reference).
+VOLUME_GB = (1, 512)
+TIMEOUT_SECONDS = (60, 3600)
+
+
+@dataclass(frozen=True)
+class ProductionVariant:
+    """One fleet behind the endpoint. Timeouts and volume: Default: - SageMaker's defaults."""
+
+    name: str
+    instance_type: str
+    initial_instance_count: int = 1
+    initial_weight: float = 1.0
+    volume_size_gb: int | None = None
+    model_data_download_timeout_seconds: int | None = None
+    container_startup_health_check_timeout_seconds: int | None = None
+
+    def problems(self) -> list[str]:
+        found = []
+        prefix = f"variant '{self.name}': "
+        if not NAME_PATTERN.match(self.name) or len(self.name) > 63:
+            found.append(f"{prefix}name must match {NAME_PATTERN.pattern} and have at most 63 characters")
+        if self.initial_instance_count < 1:
+            found.append(f"{prefix}initial_instance_count must be at least 1, got {self.initial_instance_count}")
+        if self.initial_weight < 0:
+            found.append(f"{prefix}initial_weight must be >= 0, got {self.initial_weight}")
+        for field, value, (low, high), unit in (
+            ("volume_size_gb", self.volume_size_gb, VOLUME_GB, "GB"),
+            ("model_data_download_timeout_seconds", self.model_data_download_timeout_seconds, TIMEOUT_SECONDS, "s"),
+            (
+                "container_startup_health_check_timeout_seconds",
+                self.container_startup_health_check_timeout_seconds,
+                TIMEOUT_SECONDS,
+                "s",
+            ),
+        ):
+            if value is not None and not low <= value <= high:
+                found.append(f"{prefix}{field} must be between {low} and {high} {unit}, got {value}")
+        return found
+
+
+@dataclass(frozen=True)
+class DataCapture:
+    """Request/response capture to `s3://<bucket>/<prefix>`, encrypted with `key`."""
+
+    bucket: s3.IBucket
+    prefix: str
+    key: kms.IKey
+    sampling_percent: int = 20
+    capture_request: bool = True
+    capture_response: bool = True
+
+    def problems(self) -> list[str]:
+        found = []
+        if not 0 <= self.sampling_percent <= 100:
+            found.append(f"data capture sampling_percent must be between 0 and 100, got {self.sampling_percent}")
+        if not (self.capture_request or self.capture_response):
+            found.append("data capture needs capture_request and/or capture_response")
+        if not self.prefix.endswith("/") or self.prefix.startswith("/"):
+            found.append(f"data capture prefix must be relative and end in '/', got {self.prefix!r}")
+        return found
+
+    @property
+    def objects_arn(self) -> str:
+        return self.bucket.arn_for_objects(f"{self.prefix}*")
+
+    def render(self) -> sagemaker.CfnEndpointConfig.DataCaptureConfigProperty:
+        modes = [mode for mode, on in (("Input", self.capture_request), ("Output", self.capture_response)) if on]
+        return sagemaker.CfnEndpointConfig.DataCaptureConfigProperty(
+            enable_capture=True,
+            initial_sampling_percentage=self.sampling_percent,
+            destination_s3_uri=self.bucket.s3_url_for_object(self.prefix.rstrip("/")),
+            kms_key_id=self.key.key_arn,
+            capture_options=[sagemaker.CfnEndpointConfig.CaptureOptionProperty(capture_mode=m) for m in modes],
+            # KServe v2 JSON is stored as text; binary+json bodies are stored base64-encoded.
+            capture_content_type_header=sagemaker.CfnEndpointConfig.CaptureContentTypeHeaderProperty(
+                json_content_types=["application/json"]
+            ),
+        )
+
+
+class _EndpointBase(Construct):
+    """What owned and imported endpoints share: grants and metrics (aws-cdk-lib style)."""
+
+    endpoint_name: str
+    variant_names: list[str]
+
+    @property
+    def endpoint_arn(self) -> str:
+        # SageMaker lower-cases endpoint names in ARNs.
+        name = self.endpoint_name if cdk.Token.is_unresolved(self.endpoint_name) else self.endpoint_name.lower()
+        return cdk.Stack.of(self).format_arn(service="sagemaker", resource="endpoint", resource_name=name)
+
+    def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Allow `grantee` to call InvokeEndpoint (and its response-stream form) on this endpoint."""
+        return iam.Grant.add_to_principal(grantee=grantee, actions=list(INVOKE_ACTIONS), resource_arns=[self.endpoint_arn])
+
+    def metric(
+        self,
+        metric_name: str,
+        *,
+        variant: str | None = None,
+        namespace: str = INVOCATION_NAMESPACE,
+        statistic: str = "Average",
+        period: cdk.Duration | None = None,
+        **props,
+    ) -> cloudwatch.Metric:
+        """Any SageMaker endpoint metric, with EndpointName and VariantName filled in.
+
+        variant: Default: - the first (primary) variant.
+        """
+        variant_name = variant or self.variant_names[0]
+        if variant_name not in self.variant_names:
+            raise ValueError(f"unknown variant {variant_name!r}; this endpoint has {self.variant_names}")
+        return cloudwatch.Metric(
+            namespace=namespace,
+            metric_name=metric_name,
+            dimensions_map={"EndpointName": self.endpoint_name, "VariantName": variant_name},
+            statistic=statistic,
+            period=period or cdk.Duration.minutes(5),
+            **props,
+        )
+
+    # Invocation metrics (AWS/SageMaker).
+    def metric_invocations(self, **props) -> cloudwatch.Metric:
+        """Requests sent to the variant. Default statistic: Sum."""
+        return self.metric("Invocations", **{"statistic": "Sum", **props})
+
+    def metric_invocations_per_instance(self, **props) -> cloudwatch.Metric:
+        """Invocations normalised by instance count (the autoscaling metric). Default: Sum."""
+        return self.metric("InvocationsPerInstance", **{"statistic": "Sum", **props})
+
+    def metric_model_latency(self, **props) -> cloudwatch.Metric:
+        """Time the container took to answer, in microseconds. Default: Average."""
+        return self.metric("ModelLatency", **props)
+
+    def metric_overhead_latency(self, **props) -> cloudwatch.Metric:
+        """SageMaker's own overhead per request, in microseconds. Default: Average."""
+        return self.metric("OverheadLatency", **props)
+
+    def metric_invocation_4xx_errors(self, **props) -> cloudwatch.Metric:
+        """Requests answered with a 4xx (bad payloads, unknown TargetModel). Default: Sum."""
+        return self.metric("Invocation4XXErrors", **{"statistic": "Sum", **props})
+
+    def metric_invocation_5xx_errors(self, **props) -> cloudwatch.Metric:
+        """Requests answered with a 5xx (the container failed). Default: Sum."""
+        return self.metric("Invocation5XXErrors", **{"statistic": "Sum", **props})
+
+    # Instance metrics (/aws/sagemaker/Endpoints).
+    def metric_cpu_utilization(self, **props) -> cloudwatch.Metric:
+        """0-100 x vCPUs. Default: Average."""
+        return self.metric("CPUUtilization", namespace=INSTANCE_NAMESPACE, **props)
+
+    def metric_memory_utilization(self, **props) -> cloudwatch.Metric:
+        """0-100. Default: Average."""
+        return self.metric("MemoryUtilization", namespace=INSTANCE_NAMESPACE, **props)
+
+    def metric_gpu_utilization(self, **props) -> cloudwatch.Metric:
+        """0-100 x GPUs. Default: Average."""
+        return self.metric("GPUUtilization", namespace=INSTANCE_NAMESPACE, **props)
+
+    def metric_gpu_memory_utilization(self, **props) -> cloudwatch.Metric:
+        """0-100 x GPUs. Default: Average."""
+        return self.metric("GPUMemoryUtilization", namespace=INSTANCE_NAMESPACE, **props)
+
+    def metric_disk_utilization(self, **props) -> cloudwatch.Metric:
+        """0-100; on multi-model endpoints the model cache lives on this disk. Default: Average."""
+        return self.metric("DiskUtilization", namespace=INSTANCE_NAMESPACE, **props)
+
+    # Multi-model loading metrics.
+    def metric_model_loading_wait_time(self, **props) -> cloudwatch.Metric:
+        """How long a request waited for its model to be downloaded/loaded, in microseconds.
+
+        SageMaker publishes Average, Sum, Min, Max and SampleCount for it (no percentiles).
+        Default: Average.
+        """
+        return self.metric("ModelLoadingWaitTime", **props)
+
+    def metric_model_cache_hit(self, **props) -> cloudwatch.Metric:
+        """Average = share (0-1) of requests whose model was already loaded. Default: Average."""
+        return self.metric("ModelCacheHit", **props)
+
+    def metric_loaded_model_count(self, **props) -> cloudwatch.Metric:
+        """Models loaded in the containers. Default: Average."""
+        return self.metric("LoadedModelCount", **props)
+
+
+class ImportedTritonEndpoint(_EndpointBase):
+    def __init__(self, scope: Construct, construct_id: str, *, endpoint_name: str, variant_names: Sequence[str]):
+        super().__init__(scope, construct_id)
+        self.endpoint_name = endpoint_name
+        self.variant_names = list(variant_names)
+
+
+@jsii.implements(IValidation)
+class _RollbackAlarmsNeeded:
+    def __init__(self, endpoint: TritonEndpoint) -> None:
+        self._endpoint = endpoint
+
+    def validate(self) -> list[str]:
+        endpoint = self._endpoint
+        if endpoint.deployment.needs_rollback_alarms and not endpoint.rollback_alarms:
+            traffic = endpoint.deployment.traffic.type if endpoint.deployment.traffic else ""
+            return [
+                f"TritonEndpoint {endpoint.endpoint_name}: {traffic} traffic shifting needs at least one rollback "
+                "alarm (add_rollback_alarm); without one a failing new fleet still receives all traffic"
+            ]
+        return []
+
+
+class TritonEndpoint(_EndpointBase):
+    """An endpoint config (one production variant per `variants` entry) and the endpoint.
+
+    Props:
+    - model: the TritonModel every variant runs.
+    - endpoint_name: the endpoint's name (the endpoint is updated in place, so a fixed name is
+      safe). The endpoint config's name is generated: variant changes replace it.
+    - variants: at least one ProductionVariant.
+    - deployment: Default: - blue/green, all traffic at once, no bake time.
+    - data_capture: Default: - no capture.
+
+    Auto-rollback alarms are attached with `add_rollback_alarm` (alarms are built on this
+    endpoint's metrics, so they come after it). `retain_instance_counts()` is called by
+    TritonEndpointScaling so that an update keeps the autoscaler's instance count.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        model: TritonModel,
+        endpoint_name: str,
+        variants: Sequence[ProductionVariant],
+        deployment: DeploymentPolicy | None = None,
+        data_capture: DataCapture | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.model = model
+        self.endpoint_name = endpoint_name
+        self.variants = list(variants)
+        self.variant_names = [v.name for v in self.variants]
+        self.deployment = deployment or DeploymentPolicy.blue_green(TrafficRouting.all_at_once())
+        self.data_capture = data_capture
+        self.rollback_alarms: list[cloudwatch.IAlarm] = []
+        self._check()
+
+        self.config = sagemaker.CfnEndpointConfig(
+            self,
+            "Config",
+            production_variants=[
+                sagemaker.CfnEndpointConfig.ProductionVariantProperty(
+                    variant_name=v.name,
+                    model_name=model.model_name,
+                    instance_type=v.instance_type,
+                    initial_instance_count=v.initial_instance_count,
+                    initial_variant_weight=v.initial_weight,
+                    volume_size_in_gb=v.volume_size_gb,
+                    model_data_download_timeout_in_seconds=v.model_data_download_timeout_seconds,
+                    container_startup_health_check_timeout_in_seconds=v.container_startup_health_check_timeout_seconds,
+                )
+                for v in self.variants
+            ],
+            data_capture_config=data_capture.render() if data_capture else None,
+        )
+        self.resource = sagemaker.CfnEndpoint(
+            self,
+            "Resource",
+            endpoint_name=endpoint_name,
+            endpoint_config_name=self.config.attr_endpoint_config_name,
+            deployment_config=self.deployment.render([]),
+        )
+        self.node.add_validation(_RollbackAlarmsNeeded(self))
+
+    @classmethod
+    def from_endpoint_name(
+        cls, scope: Construct, construct_id: str, endpoint_name: str, *, variant_names: Sequence[str] = ("AllTraffic",)
+    ) -> ImportedTritonEndpoint:
+        """An endpoint defined elsewhere, for `grant_invoke` and `metric_*`."""
+        return ImportedTritonEndpoint(scope, construct_id, endpoint_name=endpoint_name, variant_names=variant_names)
+
+    def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
+        """An alarm that, while in ALARM during a deployment, rolls it back."""
+        self.rollback_alarms.append(alarm)
+        self.resource.deployment_config = self.deployment.render([a.alarm_name for a in self.rollback_alarms])
+
+    def retain_instance_counts(self) -> None:
+        """Updates keep each variant's current instance count (set by the autoscaler).
+
+        `RetainAllVariantProperties` false (CloudFormation's default) resets every variant to its
+        initial count on each update and fights the autoscaler (../shared/README.md); weights and
+        data capture still follow the new config.
+        """
+        self.resource.retain_all_variant_properties = True
+        self.resource.exclude_retained_variant_properties = [
+            sagemaker.CfnEndpoint.VariantPropertyProperty(variant_property_type=kind)
+            for kind in ("DesiredWeight", "DataCaptureConfig")
+        ]
+
+    def _check(self) -> None:
+        problems = []
+        name = self.endpoint_name
+        if not cdk.Token.is_unresolved(name) and (not NAME_PATTERN.match(name) or len(name) > 63):
+            problems.append(f"endpoint_name {name!r} must match {NAME_PATTERN.pattern} and have at most 63 characters")
+        if not self.variants:
+            problems.append("at least one production variant is required")
+        duplicates = sorted({n for n in self.variant_names if self.variant_names.count(n) > 1})
+        if duplicates:
+            problems.append(f"variant names must be unique, got {duplicates} twice")
+        for variant in self.variants:
+            problems.extend(variant.problems())
+        if self.variants and not any(v.initial_weight > 0 for v in self.variants):
+            problems.append("at least one variant needs an initial_weight above 0")
+        problems.extend(self.deployment.validate(variant_count=len(self.variants)))
+        if self.data_capture:
+            problems.extend(self.data_capture.problems())
+        if problems:
+            raise ValueError(f"TritonEndpoint {self.node.path}: " + "; ".join(problems))
