@@ -37,6 +37,12 @@ def _key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m endpoint_client",
@@ -50,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--url", help="a local endpoint, e.g. http://127.0.0.1:8080 from `make local`")
     invoke.add_argument("--region", help="AWS region of the endpoint (default: boto3's configuration)")
     invoke.add_argument("--target-model", help="multi-model endpoints: the model archive, e.g. resnet50.tar.gz")
+    invoke.add_argument("--model-name", help="single-model endpoints: the model's name, used in error messages")
     invoke.add_argument(
         "--encoding",
         choices=[e.value for e in Encoding],
@@ -99,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     invoke.add_argument("--save-dir", type=Path, help="write every output to DIR/<name>.npy")
     invoke.add_argument(
         "--attempts",
-        type=int,
+        type=_positive_int,
         default=6,
         help="calls in all while the model is not ready (ModelNotReadyException); default 6",
     )
@@ -185,12 +192,22 @@ def describe_output(array: np.ndarray) -> dict[str, object]:
     return described
 
 
+def format_report(model: str, outputs: dict[str, np.ndarray]) -> str:
+    """JSON, one line per output so that a small answer reads at a glance."""
+    lines = [f"    {json.dumps(name)}: {json.dumps(describe_output(array))}" for name, array in outputs.items()]
+    return "{\n" + f'  "model": {json.dumps(model)},\n  "outputs": {{\n' + ",\n".join(lines) + "\n  }\n}"
+
+
 def save_outputs(outputs: dict[str, np.ndarray], directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for name, array in outputs.items():
         target = directory / f"{name}.npy"
         with tempfile.NamedTemporaryFile(dir=directory, suffix=".npy.tmp", delete=False) as handle:
-            np.save(handle, array, allow_pickle=array.dtype == np.object_)
+            try:
+                np.save(handle, array, allow_pickle=array.dtype == np.object_)
+            except BaseException:
+                os.unlink(handle.name)  # nothing half-written is left behind
+                raise
         os.replace(handle.name, target)
 
 
@@ -198,17 +215,15 @@ def run_invoke(args: argparse.Namespace) -> int:
     tensors = collect_inputs(args)
     options = {"encoding": Encoding(args.encoding), "retry": RetryPolicy(attempts=args.attempts)}
     if args.url:
-        client = EndpointClient.for_url(args.url, **options)
+        client = EndpointClient.for_url(args.url, model_name=args.model_name, **options)
     else:
-        client = EndpointClient.for_endpoint(args.endpoint_name, region=args.region, **options)
+        client = EndpointClient.for_endpoint(
+            args.endpoint_name, region=args.region, model_name=args.model_name, **options
+        )
     outputs = client.invoke(tensors, target_model=args.target_model, outputs=args.output)
     if args.save_dir:
         save_outputs(outputs, args.save_dir)
-    report = {
-        "model": client.transport.describe(args.target_model),
-        "outputs": {n: describe_output(a) for n, a in outputs.items()},
-    }
-    print(json.dumps(report, indent=2))
+    print(format_report(client.transport.describe(args.target_model), outputs))
     return 0
 
 
@@ -243,7 +258,10 @@ def run_local(args: argparse.Namespace) -> int:
         endpoint.start()
         for target, archive in args.load:
             endpoint.load_model(target, Path(archive))
-        served = endpoint.plan.default_model if endpoint.plan and endpoint.plan.default_model else "multi-model"
+        if args.multi_model:
+            served = f"multi-model: {', '.join(t for t, _ in args.load) or 'no model loaded yet'}"
+        else:
+            served = endpoint.plan.default_model if endpoint.plan else "?"
         print(f"serving {served} (log: {endpoint.log_path}); Ctrl-C stops", file=sys.stderr)
         print(endpoint.url, flush=True)
         while endpoint.process is not None and endpoint.process.poll() is None:

@@ -24,8 +24,12 @@ class EndpointError(EndpointClientError):
         self.server_message = message
         self.status = status
         self.code = code
-        where = f"HTTP {status}" if status is not None else (code or "error")
-        super().__init__(f"model {model!r}: {where}: {message}")
+        where = f"HTTP {status}: " if status is not None else f"{code}: " if code else ""
+        super().__init__(f"model {model!r}: {where}{message}")
+
+
+class EndpointUnreachableError(EndpointClientError):
+    """Nothing answered at the endpoint's address (connection refused, timeout, DNS)."""
 
 
 class ModelNotReadyError(EndpointError):

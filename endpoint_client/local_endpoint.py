@@ -42,6 +42,19 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def ensure_port_free(port: int) -> None:
+    """Triton binds the SageMaker port on all interfaces and exits if it is taken; but a server already
+    there could answer our /ping first, so refuse a taken port before starting."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("0.0.0.0", port))  # binding only: no traffic leaves the machine
+        except OSError as error:
+            raise LocalEndpointError(
+                f"port {port} is in use ({error.strerror}); choose another with --port, or --port 0 for a free one"
+            ) from None
+
+
 def extract_archive(archive: Path, destination: Path) -> None:
     """Unpack model.tar.gz the way SageMaker does; refuses links and paths leaving `destination`."""
     if not archive.is_file():
@@ -95,12 +108,13 @@ class LocalEndpoint:
         self.stop()
 
     def start(self) -> str:
-        install = TritonInstall.find(self.triton_env)
         model_repository = self.workdir / "opt-ml-model"
         multi_model_repository = self.workdir / "tmp-sagemaker"
         multi_model_repository.mkdir(parents=True, exist_ok=True)
         if self.archive is not None:
             extract_archive(self.archive, model_repository)
+        install = TritonInstall.find(self.triton_env)
+        ensure_port_free(self.port)
         container_env = {"SAGEMAKER_BIND_TO_PORT": str(self.port), **self.container_environment}
         self.plan = serve_plan(
             container_env, model_repository=model_repository, multi_model_repository=multi_model_repository
@@ -143,7 +157,7 @@ class LocalEndpoint:
                 status, _, _ = http_request("GET", self.url + "/ping", None, {}, timeout=2)
             except Exception:  # not listening yet
                 status = 0
-            if status == 200:
+            if status == 200 and self.process is not None and self.process.poll() is None:
                 return
             time.sleep(0.1)
         raise LocalEndpointError(

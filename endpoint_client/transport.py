@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from endpoint_client.codec import EncodedRequest, error_message
-from endpoint_client.errors import EndpointError, InvalidInputError, ModelNotReadyError
+from endpoint_client.errors import (
+    EndpointClientError,
+    EndpointError,
+    EndpointUnreachableError,
+    InvalidInputError,
+    ModelNotReadyError,
+)
 
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
 
@@ -41,8 +47,14 @@ class SageMakerTransport:
     ) -> None:
         if client is None:
             import boto3  # only this transport needs it; `invoke --url` works without AWS configuration
+            from botocore.exceptions import BotoCoreError
 
-            client = boto3.client("sagemaker-runtime", region_name=region)
+            try:
+                client = boto3.client("sagemaker-runtime", region_name=region)
+            except BotoCoreError as error:  # NoRegionError above all
+                raise EndpointClientError(
+                    f"endpoint {endpoint_name}: {error} (give --region or set AWS_REGION)"
+                ) from error
         self.endpoint_name = endpoint_name
         self.client = client
         self.model_name = model_name  # only for messages: the model a single-model endpoint serves
@@ -113,10 +125,13 @@ class LocalTransport:
             headers[TARGET_MODEL_HEADER] = target_model
         else:
             path = "/invocations"
-        status, body, content_type = http_request("POST", self.url + path, request.body, headers, self.timeout)
+        model = self.describe(target_model)
+        try:
+            status, body, content_type = http_request("POST", self.url + path, request.body, headers, self.timeout)
+        except EndpointUnreachableError as error:
+            raise EndpointError(model, f"{error} (is `make local` running?)") from error
         if status == 200:
             return Reply(body, content_type)
-        model = self.describe(target_model)
         if status == 404 and target_model:
             raise EndpointError(model, "model is not loaded on this endpoint (Triton answered 404)", status=status)
         if status == 429:  # how a front that imitates SageMaker signals a model still loading
@@ -137,7 +152,7 @@ def http_request(
             return error.code, error.read(), error.headers.get("Content-Type")
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
-        raise EndpointError(url, f"cannot reach the endpoint: {reason} (is `make local` running?)") from error
+        raise EndpointUnreachableError(f"cannot reach {url}: {reason}") from error
 
 
 def json_request(method: str, url: str, payload: dict[str, Any] | None, timeout: float) -> tuple[int, bytes]:

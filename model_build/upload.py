@@ -109,7 +109,7 @@ class Progress:
             self._stream.flush()
 
     def close(self) -> None:
-        if self._enabled:
+        if self._enabled and self._last_draw:
             self._stream.write("\n")
             self._stream.flush()
 
@@ -125,7 +125,8 @@ def _error_code(error: Exception) -> str:
 def _is_precondition_failed(error: Exception) -> bool:
     response = getattr(error, "response", None) or {}
     status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    return _error_code(error) in {"PreconditionFailed", "412"} or status == 412
+    # 409 ConditionalRequestConflict: S3's answer when a conflicting write is still in progress.
+    return _error_code(error) in {"PreconditionFailed", "412", "ConditionalRequestConflict"} or status in {409, 412}
 
 
 def existing_sha256(client: Any, bucket: str, key: str) -> str | None:
@@ -145,9 +146,11 @@ def existing_sha256(client: Any, bucket: str, key: str) -> str | None:
     if recorded:
         return recorded.lower()
     checksum = head.get("ChecksumSHA256")
-    # A multipart object's checksum is composite ("<b64>-<parts>" on S3; moto leaves out the suffix
-    # but, like S3, may say ChecksumType COMPOSITE): not a digest of the file's bytes.
-    if checksum and "-" not in checksum and head.get("ChecksumType") != "COMPOSITE" and not head.get("PartsCount"):
+    # A multipart object's SHA-256 checksum is composite, a digest of the part digests, never of the
+    # file. S3 marks it "<b64>-<parts>" and ChecksumType COMPOSITE; moto 5.2.5 marks neither, but
+    # a multipart ETag ("<md5>-<parts>") gives it away on both.
+    multipart = "-" in head.get("ETag", "") or "-" in (checksum or "") or head.get("ChecksumType") == "COMPOSITE"
+    if checksum and not multipart:
         return base64.b64decode(checksum).hex()
     raise ConflictingObjectError(
         f"s3://{bucket}/{key} already exists without a '{SHA256_METADATA_KEY}' metadata entry or a full-object "

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 
 import aws_cdk as cdk
 from aws_cdk import aws_codecommit as codecommit
-from aws_cdk import aws_iam as iam
 from aws_cdk import pipelines
 from constructs import Construct
 
@@ -46,8 +45,8 @@ class PipelineStack(cdk.Stack):
             "Pipeline",
             pipeline_name=pipeline_config.name,
             synth=synth_step(self.source, pipeline_config.stages[0].name),
-            # A customer-managed key on the artifact bucket: needed to hand artifacts to other
-            # accounts' CDK bootstrap roles, and what keeps the bucket encrypted with a key we own.
+            # A customer-managed key on the artifact bucket (CDK also makes it TLS-only and blocks
+            # public access): needed to hand artifacts to other accounts' CDK bootstrap roles.
             cross_account_keys=True,
             enable_key_rotation=True,
             self_mutation=True,
@@ -60,7 +59,11 @@ class PipelineStack(cdk.Stack):
             previous = stage
 
         self.pipeline.build_pipeline()
-        self._harden_artifact_bucket()
+        # cfn-lint on what CDK Pipelines writes into the pipeline resource (not ours to change):
+        # Fn::Join for the deploy roles' ARNs (E3703) and a DependsOn on the role it also GetAtts (W3005).
+        self.pipeline.pipeline.node.default_child.add_metadata(
+            "cfn-lint", {"config": {"ignore_checks": ["E3703", "W3005"]}}
+        )
         acknowledge_pipeline_findings(self, self.pipeline)
 
     def _source(self, config: PipelineConfig) -> pipelines.CodePipelineSource:
@@ -110,20 +113,6 @@ class PipelineStack(cdk.Stack):
         account = config.account or self.pipeline_config.account
         region = config.region or self.pipeline_config.region
         return cdk.Environment(account=account, region=region) if account or region else None
-
-    def _harden_artifact_bucket(self) -> None:
-        """TLS only, on top of the KMS encryption and public-access block CDK Pipelines sets."""
-        bucket = self.pipeline.pipeline.artifact_bucket
-        bucket.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="DenyInsecureTransport",
-                effect=iam.Effect.DENY,
-                principals=[iam.AnyPrincipal()],
-                actions=["s3:*"],
-                resources=[bucket.bucket_arn, bucket.arn_for_objects("*")],
-                conditions={"Bool": {"aws:SecureTransport": "false"}},
-            )
-        )
 
 
 def add_pipeline_stack(

@@ -135,7 +135,17 @@ def _promote(s3: Any, properties: dict) -> None:
     source = properties["SourceBucket"]
     key = properties["Key"]
     marker = _marker_key(properties)
-    missing = key if not _exists(s3, source, key) else marker if marker and not _exists(s3, source, marker) else None
+    try:
+        missing = (
+            key if not _exists(s3, source, key) else marker if marker and not _exists(s3, source, marker) else None
+        )
+    except ClientError as error:
+        # A source bucket in another account may not let this stage list it: a missing key is 403 then.
+        code = error.response.get("Error", {}).get("Code")
+        raise ArtifactError(
+            f"{key} is not readable in {source} ({code}): either it was not built there (deploy the source stage "
+            "first) or that stage does not grant this account read access (its artifacts.reader_accounts)"
+        ) from None
     if missing:
         raise ArtifactError(
             f"{missing} not built in {source}; deploy the source stage first "

@@ -14,11 +14,19 @@ from pathlib import Path
 
 import boto3
 import pytest
+from build_helpers import (
+    HANDLER_PATH,
+    Synthesized,
+    fleet_document,
+    mixed_document,
+    promote_documents,
+    stage_stacks,
+    synthesize,
+    write_configs,
+)
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-HANDLER_PATH = PROJECT_ROOT / "lambda" / "ensure_artifact" / "index.py"
 REGION = "us-east-1"
 
 
@@ -93,3 +101,34 @@ def handler():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# ---------------------------------------------------------------------------------------------
+# Synthesized apps
+
+
+@pytest.fixture(scope="session")
+def dev_synth(tmp_path_factory) -> Synthesized:
+    """The shipped dev config through the real app factory (all stacks, as `cdk synth`)."""
+    from stacks.app_factory import create_app
+    from triton_cdk.config import load_stage
+
+    outdir = tmp_path_factory.mktemp("dev-synth")
+    app, stacks = create_app(load_stage("dev"), outdir=str(outdir))
+    return Synthesized(app, app.synth(), outdir, {"stage": stacks})
+
+
+@pytest.fixture(scope="session")
+def variants_synth(tmp_path_factory) -> Synthesized:
+    """mixed, fleet and promote (source + promoting stage) in one app: one synth for all."""
+    from triton_cdk.config import load_config
+
+    folder = write_configs(tmp_path_factory.mktemp("configs"), mixed_document(), fleet_document(), *promote_documents())
+
+    def build(app):
+        stacks = {}
+        for stage in ("mixed", "fleet", "dev2", "prod2"):
+            stacks.update(stage_stacks(app, load_config(folder / f"{stage}.yaml"), folder))
+        return stacks
+
+    return synthesize(build, tmp_path_factory.mktemp("variants"))

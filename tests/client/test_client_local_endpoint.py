@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
@@ -282,7 +283,7 @@ def test_cli_local_serves_until_interrupted(triton_env: Path, add_sub_archive: P
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 0
         assert "stopping (SIGINT)" in process.stderr.read()
-        with pytest.raises(EndpointError, match="cannot reach the endpoint"):
+        with pytest.raises(EndpointError, match="Connection refused"):
             EndpointClient.for_url(url).invoke(pair(1))
     finally:
         if process.poll() is None:
@@ -362,3 +363,15 @@ def test_the_server_dies_with_a_killed_parent(triton_env: Path, add_sub_archive:
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(server, signal.SIGKILL)
+
+
+def test_a_taken_port_is_refused_before_starting(triton_env: Path, add_sub_archive: Path, tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        endpoint = LocalEndpoint(add_sub_archive, triton_env=triton_env, port=port, workdir=tmp_path)
+
+        with pytest.raises(LocalEndpointError, match=f"port {port} is in use .*--port 0 for a free one"):
+            endpoint.start()
+        assert endpoint.process is None

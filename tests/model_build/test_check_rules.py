@@ -97,6 +97,20 @@ def test_platform_and_backend_must_be_known_and_agree(config, expected):
     assert expected in only_message(check_model_config(config, model_name="m"))
 
 
+def test_a_config_checked_alone_needs_a_name():
+    assert lines(check_model_config('platform: "onnxruntime_onnx"')) == [
+        "(unnamed): name: model configuration must specify 'name' [name]"
+    ]
+
+
+def test_ensemble_scheduling_belongs_to_ensembles_only():
+    config = onnx_config(extra='ensemble_scheduling { step [ { model_name: "a" } ] }')
+
+    assert only_message(check_model_config(config)) == (
+        "ensemble scheduling cannot be set for model 'm' whose platform is not ensemble"
+    )
+
+
 def test_a_custom_backend_is_read_from_a_dotted_folder_name():
     config = 'input [ { name: "x" data_type: TYPE_FP32 dims: [1] } ]'
 

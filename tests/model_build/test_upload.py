@@ -222,6 +222,23 @@ def test_objects_written_by_others(tmp_path: Path, s3, bucket: str) -> None:
     # A full-object SHA-256 checksum (single part) is as good as our metadata.
     s3.put_object(Bucket=bucket, Key="with-checksum", Body=data, ChecksumAlgorithm="SHA256")
     assert upload_file(path, bucket, "with-checksum", client=s3).status == "already present"
+    # A multipart object's SHA-256 is a digest of part digests: not comparable, refuse.
+    big = os.urandom(MIN_PART_SIZE + 1)
+    upload_id = s3.create_multipart_upload(Bucket=bucket, Key="multipart", ChecksumAlgorithm="SHA256")["UploadId"]
+    parts = []
+    for number, piece in enumerate((big[:MIN_PART_SIZE], big[MIN_PART_SIZE:]), start=1):
+        answer = s3.upload_part(
+            Bucket=bucket,
+            Key="multipart",
+            UploadId=upload_id,
+            PartNumber=number,
+            Body=piece,
+            ChecksumAlgorithm="SHA256",
+        )
+        parts.append({"PartNumber": number, "ETag": answer["ETag"], "ChecksumSHA256": answer["ChecksumSHA256"]})
+    s3.complete_multipart_upload(Bucket=bucket, Key="multipart", UploadId=upload_id, MultipartUpload={"Parts": parts})
+    with pytest.raises(ConflictingObjectError, match=r"s3://.*/multipart already exists without a 'sha256' metadata"):
+        upload_file(write(tmp_path / "big", big), bucket, "multipart", client=s3)
     # Nothing to compare with: refuse rather than guess.
     s3.put_object(Bucket=bucket, Key="bare", Body=data, ChecksumAlgorithm="CRC32")
     with pytest.raises(ConflictingObjectError, match=r"s3://.*/bare already exists without a 'sha256' metadata"):

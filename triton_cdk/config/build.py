@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, PositiveInt, field_validator
 
 from model_build.settings import StrictModel
@@ -43,6 +45,13 @@ class ReservedFleet(StrictModel):
 
     arn: str = Field(pattern=r"^arn:aws[a-z-]*:codebuild:[a-z0-9-]+:\d{12}:fleet/.+")
     gpu: str = Field(description="GPU model of the fleet's hosts, as in the instance catalogue: T4, A10G, L4, ...")
+    compute_type: Literal[
+        "CUSTOM_INSTANCE_TYPE", "ATTRIBUTE_BASED_COMPUTE", "BUILD_GENERAL1_SMALL", "BUILD_GENERAL1_LARGE"
+    ] = Field(
+        default="CUSTOM_INSTANCE_TYPE",
+        description="The fleet's compute type (the project's ComputeType must equal it). "
+        "Default: CUSTOM_INSTANCE_TYPE, e.g. a fleet of g4dn instances for T4.",
+    )
 
 
 class BuildSettings(StrictModel):

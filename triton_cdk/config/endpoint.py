@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
+from model_build.catalogue import UnknownInstanceTypeError, instance_type
 from model_build.settings import MODEL_NAME_PATTERN, StrictModel
 
 # SageMaker: EndpointName / EndpointConfigName <= 63 chars, ^[a-zA-Z0-9](-*[a-zA-Z0-9])*
@@ -89,7 +90,9 @@ class AlarmSettings(StrictModel):
     cpu_percent: float = Field(default=90, gt=0, le=100, description="Per vCPU.")
     memory_percent: float = Field(default=90, gt=0, le=100)
     disk_percent: float = Field(default=85, gt=0, le=100, description="Multi-model endpoints.")
-    model_loading_wait_ms: float = Field(default=30000, gt=0, description="Multi-model: ModelLoadingWaitTime p99.")
+    model_loading_wait_ms: float = Field(
+        default=30000, gt=0, description="Multi-model: ModelLoadingWaitTime average (no percentiles are published)."
+    )
     model_cache_hit_min_percent: float = Field(default=50, ge=0, le=100, description="Multi-model: ModelCacheHit.")
     period_seconds: Literal[60, 300, 900, 3600] = 300
     evaluation_periods: int = Field(default=3, ge=1, le=100)
@@ -205,6 +208,9 @@ class EndpointSettings(StrictModel):
                 f"initial_instance_count {self.initial_instance_count} < autoscaling.min_capacity "
                 f"{self.autoscaling.min_capacity}"
             )
+        problem = _rollback_alarm_problem(self)
+        if problem:
+            raise ValueError(problem)
         self._check_variants()
         return self
 
@@ -228,11 +234,23 @@ class EndpointSettings(StrictModel):
             raise ValueError("; ".join(problems))
 
 
+def _rollback_alarm_problem(endpoint: EndpointSettings) -> str | None:
+    """Rollback alarms must exist on this endpoint: disk only on multi-model, gpu_memory only on GPUs."""
+    alarms = endpoint.deployment.rollback_alarms
+    if "disk" in alarms and endpoint.mode != "multi_model":
+        return "deployment.rollback_alarms: 'disk' is alarmed on multi-model endpoints only (the model cache)"
+    try:
+        instance = instance_type(endpoint.instance_type)
+    except UnknownInstanceTypeError:
+        return None
+    if "gpu_memory" in alarms and not instance.has_gpu:
+        return f"deployment.rollback_alarms: 'gpu_memory' needs a GPU instance; {instance.name} has none"
+    return None
+
+
 def _variant_instance_problem(endpoint: EndpointSettings, variant: VariantSettings) -> str | None:
     """Extra variants serve the primary variant's artifacts: TensorRT plans are built per GPU model
     (../shared/README.md, "GPU build vs serve"), so every variant needs the primary's GPU."""
-    from model_build.catalogue import UnknownInstanceTypeError, instance_type
-
     try:
         primary = instance_type(endpoint.instance_type)
     except UnknownInstanceTypeError:
@@ -242,9 +260,11 @@ def _variant_instance_problem(endpoint: EndpointSettings, variant: VariantSettin
     except UnknownInstanceTypeError as error:
         return f"extra_variants '{variant.name}': {error}"
     if instance.gpu != primary.gpu:
-        wanted = f"a {primary.gpu.model} GPU ({primary.family}.*)" if primary.gpu else "no GPU (a CPU instance)"
+        wanted = (
+            f"the same GPU as {primary.name} ({primary.gpu.model})" if primary.gpu else "no GPU, like " + primary.name
+        )
         return (
-            f"extra_variants '{variant.name}': {instance.name} must have {wanted} like {primary.name}, "
+            f"extra_variants '{variant.name}': {instance.name} must have {wanted}, "
             "because every variant serves the same built artifacts"
         )
     if endpoint.mode == "multi_model" and instance.gpu_count > 1:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pydantic import Field, PositiveInt, ValidationError, model_validator
+from pydantic import Field, PositiveInt, ValidationError, field_validator, model_validator
 
 from model_build.app_config import format_validation_error, read_yaml
 from model_build.errors import ModelBuildError
@@ -97,13 +97,14 @@ class PipelineConfig(StrictModel):
     stages: list[PipelineStageSettings] = Field(min_length=1)
     smoke: SmokeSettings = SmokeSettings()
 
-    @model_validator(mode="after")
-    def _stages(self) -> PipelineConfig:
-        names = [stage.name for stage in self.stages]
+    @field_validator("stages")
+    @classmethod
+    def _unique(cls, stages: list[PipelineStageSettings]) -> list[PipelineStageSettings]:
+        names = [stage.name for stage in stages]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
-            raise ValueError(f"stages lists {twice} twice; each stage deploys once")
-        return self
+            raise ValueError(f"{twice} listed twice; each stage deploys once")
+        return stages
 
     def stage(self, name: str) -> PipelineStageSettings:
         return next(s for s in self.stages if s.name == name)
@@ -135,6 +136,18 @@ def pipeline_problems(pipeline: PipelineConfig, stages: dict[str, AppConfig]) ->
                 )
             else:
                 problems.extend(_reader_problems(path, pipeline, config, stages[config.promote_from]))
+    for index, stage in enumerate(pipeline.stages):
+        if stage.approval:
+            problems.extend(_guarded_rollout_problems(f"stages[{index}]", stages[stage.name]))
+    placed = [s.name for s in pipeline.stages if s.regions or stages[s.name].account or stages[s.name].region]
+    if placed and not (pipeline.account and pipeline.region):
+        problems.append(
+            (
+                "account",
+                f"stages {placed} set an account or region, so the pipeline needs its own: set account and region "
+                "in config/pipeline.yaml (cross-environment deployments start from a known pipeline environment)",
+            )
+        )
     endpoint_names = {e.name for config in stages.values() for e in config.endpoints}
     for endpoint in sorted(set(pipeline.smoke.endpoint_max_latency_ms) - endpoint_names):
         problems.append(
@@ -143,6 +156,25 @@ def pipeline_problems(pipeline: PipelineConfig, stages: dict[str, AppConfig]) ->
                 f"unknown endpoint {endpoint!r}; endpoints of the stages: {', '.join(sorted(endpoint_names))}",
             )
         )
+    return problems
+
+
+def _guarded_rollout_problems(path: str, config: AppConfig) -> list[tuple[str, str]]:
+    """A stage behind an approval (prod) shifts traffic gradually and rolls back on its alarms."""
+    problems = []
+    for endpoint in config.endpoints:
+        deployment = endpoint.deployment
+        gradual = deployment.strategy == "rolling" or deployment.traffic in ("canary", "linear")
+        if not gradual or not deployment.rollback_alarms:
+            problems.append(
+                (
+                    path,
+                    f"stage {config.stage!r} is approved before it deploys, so endpoint {endpoint.name!r} must "
+                    "roll out gradually with auto-rollback: set deployment.traffic canary or linear (or strategy rolling) and "
+                    f"rollback_alarms in config/{config.stage}.yaml (now: strategy {deployment.strategy}, traffic "
+                    f"{deployment.traffic}, rollback_alarms {list(deployment.rollback_alarms)})",
+                )
+            )
     return problems
 
 

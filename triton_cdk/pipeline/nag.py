@@ -33,6 +33,18 @@ def _ref(scope: IConstruct) -> str:
     return stack.resolve(stack.get_logical_id(scope.node.default_child))
 
 
+def _account(scope: IConstruct) -> str:
+    """The stack's account as cdk-nag writes it in findings: literal where the stack's env sets it."""
+    account = cdk.Stack.of(scope).account
+    return "<AWS::AccountId>" if cdk.Token.is_unresolved(account) else account
+
+
+def _env_parts(scope: IConstruct) -> str:
+    """`<AWS::Region>:<AWS::AccountId>`, or the literal region/account where the stack's env sets them."""
+    region = cdk.Stack.of(scope).region
+    return f"{'<AWS::Region>' if cdk.Token.is_unresolved(region) else region}:{_account(scope)}"
+
+
 def acknowledge_pipeline_findings(scope: IConstruct, pipeline: pipelines.CodePipeline) -> None:
     """Call after `build_pipeline()`: the projects and roles exist only then."""
     code_pipeline = pipeline.pipeline
@@ -52,21 +64,68 @@ def acknowledge_pipeline_findings(scope: IConstruct, pipeline: pipelines.CodePip
     )
     for construct in scope.node.find_all():
         if isinstance(construct, codebuild.Project):
-            project = _ref(construct)
+            project, env = _ref(construct), _env_parts(construct)
             acknowledge(
                 construct,
                 "AwsSolutions-IAM5",
-                "The CodeBuild project writes its own log streams and test reports only (CDK's default project policy).",
+                "The CodeBuild project writes its own log streams and test reports only (CDK's default policy).",
                 applies_to=[
-                    "Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws/codebuild/"
-                    f"<{project}>:*",
-                    f"Resource::arn:<AWS::Partition>:codebuild:<AWS::Region>:<AWS::AccountId>:report-group/<{project}>-*",
+                    f"Resource::arn:<AWS::Partition>:logs:{env}:log-group:/aws/codebuild/<{project}>:*",
+                    f"Resource::arn:<AWS::Partition>:codebuild:{env}:report-group/<{project}>-*",
                 ],
             )
+    _acknowledge_cross_region_support(scope, pipeline)
+    _acknowledge_asset_publishing(pipeline)
     acknowledge(
         pipeline.self_mutation_project,
         "AwsSolutions-IAM5",
         "Self-mutation assumes the CDK bootstrap roles (tagged aws-cdk:bootstrap-role) of the pipeline's "
         "environments and reads stack state: CDK Pipelines' own policy.",
-        applies_to=["Resource::*", "Resource::arn:*:iam::<AWS::AccountId>:role/*"],
+        applies_to=["Resource::*", f"Resource::arn:*:iam::{_account(scope)}:role/*"],
+    )
+
+
+def _acknowledge_cross_region_support(scope: IConstruct, pipeline: pipelines.CodePipeline) -> None:
+    """A stage in another region than the pipeline gets a replication bucket there (CodePipeline's own)."""
+    stack = cdk.Stack.of(scope)
+    for support in pipeline.pipeline.cross_region_support.values():
+        bucket = support.replication_bucket
+        acknowledge(
+            bucket,
+            "AwsSolutions-S1",
+            "CodePipeline's cross-region replication bucket: transient artifacts, KMS-encrypted, reached only by "
+            "the pipeline's roles.",
+        )
+        acknowledge(
+            scope,
+            "AwsSolutions-IAM5",
+            "The pipeline's roles read/write CodePipeline's cross-region replication bucket's objects only.",
+            applies_to=[f"Resource::arn:<AWS::Partition>:s3:::{stack.resolve(bucket.bucket_name)}/*"],
+        )
+    if pipeline.pipeline.cross_region_support:
+        acknowledge(
+            pipeline.pipeline.role,
+            "AwsSolutions-IAM5",
+            "CodePipeline may use the KMS keys of its cross-region replication buckets, whose ARNs it does not know "
+            "at synth (CDK's own statement on the pipeline role).",
+            applies_to=["Resource::*"],
+        )
+
+
+def _acknowledge_asset_publishing(pipeline: pipelines.CodePipeline) -> None:
+    """Stages with file assets (the build stack's Lambda code) get CDK Pipelines' asset publishing step."""
+    assets = pipeline.node.try_find_child("Assets")
+    if assets is None:
+        return
+    env = _env_parts(assets)
+    acknowledge(
+        assets,
+        "AwsSolutions-IAM5",
+        "CDK Pipelines' asset publishing role: runs its own CodeBuild projects (log groups, reports, builds) "
+        "whose names are generated; it publishes through the bootstrap file-publishing roles only.",
+        applies_to=[
+            "Resource::*",
+            f"Resource::arn:<AWS::Partition>:logs:{env}:log-group:/aws/codebuild/*",
+            f"Resource::arn:<AWS::Partition>:codebuild:{env}:report-group/*",
+        ],
     )

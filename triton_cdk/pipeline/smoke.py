@@ -275,9 +275,17 @@ def aws_session(role_arn: str | None, region: str | None, stage: str):
     session = boto3.Session(region_name=region)
     if not role_arn:
         return session
-    credentials = session.client("sts").assume_role(RoleArn=role_arn, RoleSessionName=f"triton-smoke-{stage}")[
-        "Credentials"
-    ]
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        credentials = session.client("sts").assume_role(RoleArn=role_arn, RoleSessionName=f"triton-smoke-{stage}")[
+            "Credentials"
+        ]
+    except (BotoCoreError, ClientError) as error:
+        raise SmokeError(
+            f"cannot assume {role_arn} ({error}); is the stage's SmokeAccess stack deployed, and does it trust "
+            "the pipeline's account?"
+        ) from error
     return boto3.Session(
         aws_access_key_id=credentials["AccessKeyId"],
         aws_secret_access_key=credentials["SecretAccessKey"],
@@ -286,25 +294,30 @@ def aws_session(role_arn: str | None, region: str | None, stage: str):
     )
 
 
-def aws_wiring(plan: SmokePlan, session, bucket: str) -> tuple[ClientFactory, ConfigReader]:
-    runtime = session.client("sagemaker-runtime")
-    s3 = session.client("s3")
-    retry = RetryPolicy(attempts=plan.attempts, base_delay=2.0, max_delay=30.0)
+def client_factory(plan: SmokePlan, runtime_client, retry: RetryPolicy | None = None) -> ClientFactory:
+    """Clients on a `sagemaker-runtime` boto3 client, retrying ModelNotReadyException `plan.attempts` times."""
+    retry = retry or RetryPolicy(attempts=plan.attempts, base_delay=2.0, max_delay=30.0)
 
     def client_for(endpoint: EndpointCheck, model: ModelCheck) -> EndpointClient:
-        transport = SageMakerTransport(endpoint.deployed_name, client=runtime, model_name=model.name)
+        transport = SageMakerTransport(endpoint.deployed_name, client=runtime_client, model_name=model.name)
         return EndpointClient(transport, retry=retry)
+
+    return client_for
+
+
+def s3_config_reader(s3_client, bucket: str) -> ConfigReader:
+    """Each model's config.pbtxt, streamed from its archive in the stage's artifact bucket."""
 
     def read_config(model: ModelCheck) -> mc.ModelConfig:
         where = f"s3://{bucket}/{model.artifact_key}"
         try:
-            body = s3.get_object(Bucket=bucket, Key=model.artifact_key)["Body"]
+            body = s3_client.get_object(Bucket=bucket, Key=model.artifact_key)["Body"]
         except Exception as error:  # botocore ClientError / BotoCoreError: no such key, access denied
             raise SmokeError(f"{where}: cannot read the model archive ({error})") from error
         with body:
             return read_model_config(body, model.name, where)
 
-    return client_for, read_config
+    return read_config
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -318,8 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         plan = SmokePlan.from_json(args.plan_json)
         session = aws_session(args.role_arn, args.region or None, plan.stage)
-        client_for, read_config = aws_wiring(plan, session, args.bucket)
-        report = run_plan(plan, client_for, read_config)
+        client_for = client_factory(plan, session.client("sagemaker-runtime"))
+        report = run_plan(plan, client_for, s3_config_reader(session.client("s3"), args.bucket))
         write_report(report, args.report_dir)
     except (ModelBuildError, ValueError) as error:
         print(f"ERROR: {error}", file=sys.stderr)

@@ -87,7 +87,7 @@ def smoke_step(
     role_arn = smoke_role_arn(stage)
     install = ["python -m pip install --quiet " + " ".join(shlex.quote(p) for p in pinned_requirements(SMOKE_PACKAGES))]
     return pipelines.CodeBuildStep(
-        f"SmokeTest-{stage.stage_name}",
+        "SmokeTest",
         input=source,
         install_commands=install,
         commands=[

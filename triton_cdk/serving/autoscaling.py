@@ -51,8 +51,8 @@ class ScalingSettings:
     gpu_count: int
     invocations_per_instance: float | None = None
     gpu_utilization_percent: float | None = None
-    scale_in_cooldown: cdk.Duration = cdk.Duration.minutes(5)
-    scale_out_cooldown: cdk.Duration = cdk.Duration.minutes(1)
+    scale_in_cooldown_seconds: int = 300
+    scale_out_cooldown_seconds: int = 60
     disable_scale_in: bool = False
     scheduled: Sequence[ScheduledCapacity] = ()
 
@@ -87,7 +87,12 @@ class TritonEndpointScaling(Construct):
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, endpoint: TritonEndpoint, settings_by_variant: dict[str, ScalingSettings]
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint: TritonEndpoint,
+        settings_by_variant: dict[str, ScalingSettings],
     ) -> None:
         super().__init__(scope, construct_id)
         unknown = sorted(set(settings_by_variant) - set(endpoint.variant_names))
@@ -125,8 +130,8 @@ class TritonEndpointScaling(Construct):
         # the endpoint could go first (which leaves a dangling registration).
         target.node.add_dependency(endpoint.resource)
         cooldowns = {
-            "scale_in_cooldown": settings.scale_in_cooldown,
-            "scale_out_cooldown": settings.scale_out_cooldown,
+            "scale_in_cooldown": cdk.Duration.seconds(settings.scale_in_cooldown_seconds),
+            "scale_out_cooldown": cdk.Duration.seconds(settings.scale_out_cooldown_seconds),
             "disable_scale_in": settings.disable_scale_in,
         }
         if settings.invocations_per_instance is not None:

@@ -122,7 +122,9 @@ class _EndpointBase(Construct):
 
     def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
         """Allow `grantee` to call InvokeEndpoint (and its response-stream form) on this endpoint."""
-        return iam.Grant.add_to_principal(grantee=grantee, actions=list(INVOKE_ACTIONS), resource_arns=[self.endpoint_arn])
+        return iam.Grant.add_to_principal(
+            grantee=grantee, actions=list(INVOKE_ACTIONS), resource_arns=[self.endpoint_arn]
+        )
 
     def metric(
         self,

@@ -41,7 +41,7 @@ class AlarmThresholds:
     disk_percent: float = 85
     model_loading_wait_ms: float = 30000
     model_cache_hit_min_percent: float = 50
-    period: cdk.Duration = cdk.Duration.minutes(5)
+    period_seconds: int = 300
     evaluation_periods: int = 3
     datapoints_to_alarm: int = 2
 
@@ -120,7 +120,7 @@ class TritonEndpointMonitoring(Construct):
 
     def _specs(self, variant: str, hardware: VariantHardware) -> list[_AlarmSpec]:
         t, e, v = self.thresholds, self.endpoint, variant
-        period = t.period
+        period = cdk.Duration.seconds(t.period_seconds)
         specs = [
             _AlarmSpec(
                 "latency",
@@ -239,7 +239,7 @@ class TritonEndpointMonitoring(Construct):
         return rows
 
     def _variant_widgets(self, variant: str, hardware: VariantHardware) -> list[list[cloudwatch.IWidget]]:
-        e, v, t, alarms = self.endpoint, variant, self.thresholds, self.alarms[variant]
+        e, v, alarms = self.endpoint, variant, self.alarms[variant]
         minute = cdk.Duration.minutes(1)
 
         def graph(title: str, metrics: list[cloudwatch.IMetric], alarm: str | None = None, **props):
@@ -263,7 +263,10 @@ class TritonEndpointMonitoring(Construct):
             [
                 graph(
                     "invocations",
-                    [e.metric_invocations(variant=v, period=minute), e.metric_invocations_per_instance(variant=v, period=minute)],
+                    [
+                        e.metric_invocations(variant=v, period=minute),
+                        e.metric_invocations_per_instance(variant=v, period=minute),
+                    ],
                 ),
                 graph(
                     "latency (µs)",
@@ -318,7 +321,6 @@ class TritonEndpointMonitoring(Construct):
                     ),
                 ]
             )
-        del t
         return rows
 
 

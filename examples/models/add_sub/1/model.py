@@ -1,13 +1,12 @@
 """Triton Python-backend model: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1 (FP32, [batch, 4]).
 
-Runs inside Triton's Python backend stub, which provides `triton_python_backend_utils`; only numpy is
-needed besides. With dynamic batching Triton may hand `execute` several requests at once: each gets
-its own response, in order.
+Runs inside Triton's Python backend stub, which provides `triton_python_backend_utils` and hands
+tensors over as numpy arrays (numpy comes from the server's environment). With dynamic batching
+Triton may hand `execute` several requests at once: each gets its own response, in order.
 """
 
 import json
 
-import numpy as np
 import triton_python_backend_utils as pb_utils
 
 

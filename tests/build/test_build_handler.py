@@ -11,6 +11,9 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+pytestmark = pytest.mark.moto  # starts moto_server on a loopback port
+
+
 PROJECT = "TritonModelBuildA10G"
 BUILD_ID = f"{PROJECT}:0b5e3c1e-1111-2222-3333-444455556666"
 DEEP_LINK = "https://console.aws.amazon.com/cloudwatch/home?region=us-east-1#logEvent:group=/triton/build;stream=x"
@@ -272,3 +275,31 @@ def test_promotion_with_the_key_already_present_copies_nothing(handler, codebuil
     put_artifact(s3, promote_props["Bucket"], body=b"already-here")
     assert handler.on_event(event(**promote_props))["Data"]["Built"] == "false"
     assert s3.get_object(Bucket=promote_props["Bucket"], Key=KEY)["Body"].read() == b"already-here"
+
+
+def test_promotion_from_an_unreadable_source_says_what_to_check(handler, codebuild, monkeypatch, promote_props):
+    client = boto3.client("s3", region_name="us-east-1")
+    s3_stub = Stubber(client)
+    s3_stub.add_client_error("head_object", "404", http_status_code=404)  # not in this stage's bucket
+    s3_stub.add_client_error("head_object", "403", http_status_code=403)  # source: no list right, 403
+    s3_stub.activate()
+    monkeypatch.setattr(handler, "s3_client", lambda: client)
+    with pytest.raises(handler.ArtifactError) as raised:
+        handler.on_event(event(**promote_props))
+    assert str(raised.value) == (
+        f"{KEY} is not readable in {promote_props['SourceBucket']} (403): either it was not built there (deploy the "
+        "source stage first) or that stage does not grant this account read access (its artifacts.reader_accounts)"
+    )
+    s3_stub.assert_no_pending_responses()
+
+
+def test_promotion_of_a_large_artifact_copies_it_in_parts_with_its_metadata(handler, codebuild, s3, promote_props):
+    """Above 8 MiB boto3's managed copy switches to UploadPartCopy: the bytes and `sha256` must survive."""
+    body = bytes(range(256)) * (9 * 4096)  # 9 MiB
+    put_artifact(s3, promote_props["SourceBucket"], body=body)
+    handler.on_event(event(**promote_props))
+    copied = s3.get_object(Bucket=promote_props["Bucket"], Key=KEY)
+    assert copied["Body"].read() == body
+    assert copied["Metadata"] == {"sha256": "f" * 64}
+    assert copied["SSEKMSKeyId"] == promote_props["KmsKeyArn"]
+    assert "-" in copied["ETag"]  # a multipart object: the copy really went through parts

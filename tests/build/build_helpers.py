@@ -1,0 +1,152 @@
+"""Helpers of the build tests: synthesis with cdk-nag, and purpose-built configs (imported by conftest)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# ---------------------------------------------------------------------------------------------
+# Synthesis (each app once per session: a synth with cdk-nag takes ~20 s on 2 cores)
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+HANDLER_PATH = PROJECT_ROOT / "lambda" / "ensure_artifact" / "index.py"
+SHARED = PROJECT_ROOT.parent / "shared"
+SIMPLE_ONNX = SHARED / "triton-configs" / "valid" / "simple" / "1" / "model.onnx"
+FLEET_ARN = "arn:aws:codebuild:us-east-1:111111111111:fleet/t4-fleet:0a1b2c3d"
+
+
+class Synthesized:
+    """One synthesized app: templates by stack name, the cdk-nag report, CDK messages."""
+
+    def __init__(self, app, assembly, outdir: Path, stacks: dict):
+        import json
+
+        self.app = app
+        self.assembly = assembly
+        self.outdir = outdir
+        self.stacks = stacks
+        self.templates = {s.stack_name: s.template for s in assembly.stacks}
+        report = outdir / "validation-report.json"
+        self.report = json.loads(report.read_text()) if report.exists() else None
+        self.messages = {s.stack_name: [(m.level, m.entry.data, m.id) for m in s.messages] for s in assembly.stacks}
+
+    def template(self, stack) -> dict:
+        return self.templates[stack.stack_name]
+
+    def template_file(self, stack) -> Path:
+        return self.outdir / f"{stack.artifact_id}.template.json"
+
+
+def synthesize(build, outdir: Path) -> Synthesized:
+    """`build(app) -> dict of stacks`; synthesized with the AwsSolutions checks, as app.py does."""
+    import aws_cdk as cdk
+
+    from triton_cdk.nag import enable_aws_solutions_checks
+
+    app = cdk.App(outdir=str(outdir))
+    stacks = build(app)
+    enable_aws_solutions_checks(app)
+    return Synthesized(app, app.synth(), outdir, stacks)
+
+
+def mixed_document() -> dict:
+    """Every on-demand build environment in one config: A10G exact and ampere+, V100, CPU packaging,
+    a local ONNX file, an S3 source, an unpacked single-model endpoint and a multi-model one."""
+    gpu_model = {"platform": "tensorrt_plan", "max_batch_size": 8, "tensorrt": {"precision": "fp16"}}
+    return {
+        "stage": "mixed",
+        "triton_release": "24.09",
+        "build": {
+            "timeout_minutes": 90,
+            "queue_timeout_minutes": 30,
+            "concurrency": 3,
+            "log_retention_days": 14,
+            "artifact_wait_minutes": 45,
+        },
+        "models": [
+            {"name": "resnet50", "source": {"export": "resnet50"}, **gpu_model},
+            {"name": "local_trt", "source": {"path": str(SIMPLE_ONNX)}, **gpu_model},
+            {
+                "name": "s3_trt",
+                "source": {"s3_uri": "s3://model-sources-bucket/onnx/model.onnx?versionId=v1"},
+                **gpu_model,
+            },
+            {
+                "name": "cpu_onnx",
+                "source": {"path": str(SIMPLE_ONNX)},
+                "platform": "onnxruntime_onnx",
+                "max_batch_size": 8,
+                "instance_groups": [{"kind": "KIND_CPU", "count": 1}],
+            },
+        ],
+        "endpoints": [
+            {
+                "name": "mme-g5",
+                "mode": "multi_model",
+                "models": ["resnet50", "cpu_onnx"],
+                "instance_type": "ml.g5.xlarge",
+            },
+            {
+                "name": "g6-unpacked",
+                "mode": "single_model",
+                "models": ["resnet50"],
+                "instance_type": "ml.g6.xlarge",
+                "uncompressed_model_data": True,
+            },
+            {"name": "p3", "mode": "single_model", "models": ["local_trt"], "instance_type": "ml.p3.2xlarge"},
+            {"name": "g5-s3", "mode": "single_model", "models": ["s3_trt"], "instance_type": "ml.g5.2xlarge"},
+        ],
+    }
+
+
+def fleet_document() -> dict:
+    return {
+        "stage": "fleet",
+        "triton_release": "24.09",
+        "build": {"fleet": {"arn": FLEET_ARN, "gpu": "T4"}},
+        "models": [{"name": "resnet50", "source": {"export": "resnet50"}, "platform": "tensorrt_plan"}],
+        "endpoints": [
+            {"name": "t4", "mode": "single_model", "models": ["resnet50"], "instance_type": "ml.g4dn.xlarge"}
+        ],
+    }
+
+
+def promote_documents() -> tuple[dict, dict]:
+    """(source stage "dev2" with a fixed bucket name, stage "prod2" promoting from it)."""
+    source = {**fleet_document(), "stage": "dev2", "artifacts": {"bucket_name": "triton-dev2-artifacts"}}
+    source["build"] = {}
+    source["endpoints"] = [
+        {"name": "g5", "mode": "multi_model", "models": ["resnet50"], "instance_type": "ml.g5.xlarge"},
+        {
+            "name": "g5-unpacked",
+            "mode": "single_model",
+            "models": ["resnet50"],
+            "instance_type": "ml.g5.xlarge",
+            "uncompressed_model_data": True,
+        },
+    ]
+    target = {**source, "stage": "prod2", "artifacts": {}, "promote_from": "dev2"}
+    return source, target
+
+
+def write_configs(folder: Path, *documents: dict) -> Path:
+    import yaml
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for document in documents:
+        (folder / f"{document['stage']}.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    return folder
+
+
+def stage_stacks(app, config, config_dir: Path | None = None) -> dict:
+    """The artifact and build stacks of one stage (the endpoint stacks belong to other tests)."""
+    from stacks.artifact_stack import ArtifactStack
+    from stacks.build_stack import BuildStack
+    from triton_cdk.artifact_keys import endpoint_artifacts
+
+    prefix = f"Triton-{config.stage}"
+    artifacts = ArtifactStack(app, f"{prefix}-Artifacts", config=config)
+    located = [endpoint_artifacts(config, endpoint) for endpoint in config.endpoints]
+    build = BuildStack(
+        app, f"{prefix}-Build", config=config, artifacts=artifacts, endpoint_artifacts=located, config_dir=config_dir
+    )
+    return {f"{config.stage}-artifacts": artifacts, f"{config.stage}-build": build}

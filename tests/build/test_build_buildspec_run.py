@@ -1,0 +1,190 @@
+"""Runs model_build/buildspec.yml's phases for real in bash, against moto_server, with stand-ins for
+the two GPU tools only (nvidia-smi and trtexec: shell scripts that answer like the real ones).
+
+Everything else is real: the S3 download of the source, `model_build config/build/check/package/
+upload`, the unpacked layout's upload order and the archive uploaded last. The install phase's
+`pip install` lines are skipped (offline; the venv already has the packages).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import onnx
+import pytest
+import yaml
+from build_helpers import PROJECT_ROOT
+from onnx import TensorProto, helper
+
+from triton_cdk.build.requests import build_config_document
+
+pytestmark = pytest.mark.moto  # starts moto_server on a loopback port
+
+
+BANNER = "&&&& RUNNING TensorRT.trtexec [TensorRT v100400] # trtexec"
+KEY = "models/tiny/" + "d" * 64 + "/model.tar.gz"
+UNPACKED = "models/tiny/" + "d" * 64 + "/uncompressed/"
+
+
+def write_tools(bin_dir: Path, *, gpu: str = "NVIDIA A10G, 8.6") -> None:
+    bin_dir.mkdir()
+    # A wrapper, not a symlink: the venv is found next to the executable's own path.
+    (bin_dir / "python3").write_text(f'#!/bin/bash\nexec "{sys.executable}" "$@"\n')
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/bash\necho '{gpu}'\n")
+    # trtexec: the banner always; with --saveEngine=PATH it writes a stand-in engine there.
+    (bin_dir / "trtexec").write_text(
+        "#!/bin/bash\n"
+        f"echo '{BANNER}'\n"
+        'for arg in "$@"; do case "$arg" in --saveEngine=*) printf "engine:%s" "$*" > "${arg#--saveEngine=}";; esac; '
+        "done\n"
+    )
+    for tool in ("python3", "nvidia-smi", "trtexec"):
+        (bin_dir / tool).chmod(0o755)
+
+
+def tiny_onnx(path: Path) -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["input"], ["output"])],
+        "tiny",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 3])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def buildspec_script() -> str:
+    spec = yaml.safe_load((PROJECT_ROOT / "model_build" / "buildspec.yml").read_text())
+    lines = []
+    for phase in ("install", "pre_build", "build"):
+        for command in spec["phases"][phase]["commands"]:
+            if "pip install" in command or "pip --version" in command:
+                continue
+            # CodeBuild (buildspec 0.2) runs the commands in one shell and stops at the first failure.
+            lines.append(
+                f"{{\n{command}\n}}\nrc=$?; if [ $rc -ne 0 ]; then echo 'PHASE {phase} FAILED' >&2; exit $rc; fi"
+            )
+    return "\n".join(lines)
+
+
+def settings_document(platform: str = "tensorrt_plan") -> str:
+    from model_build.settings import ModelSettings
+    from triton_cdk.artifact_keys import ModelArtifact
+
+    model = ModelSettings.model_validate(
+        {"name": "tiny", "source": {"s3_uri": "s3://sources/tiny.onnx"}, "platform": platform, "max_batch_size": 4}
+    )
+    return build_config_document("24.09", ModelArtifact(model=model, digest="d" * 64, source="s", build_plan=None))
+
+
+@pytest.fixture
+def run_buildspec(tmp_path, s3, make_bucket, aws_env):
+    bucket, sources = make_bucket("artifacts"), make_bucket("sources")
+    onnx_file = tmp_path / "tiny.onnx"
+    tiny_onnx(onnx_file)
+    s3.upload_file(str(onnx_file), sources, "tiny.onnx")
+    write_tools(tmp_path / "bin")
+
+    def run(**overrides) -> subprocess.CompletedProcess:
+        environment = {
+            **os.environ,
+            "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+            "CODEBUILD_SRC_DIR": str(PROJECT_ROOT / "model_build"),
+            "WORK": str(tmp_path / "work"),
+            "PYTHONPATH": str(tmp_path / "work" / "python"),
+            "TRTEXEC": str(tmp_path / "bin" / "trtexec"),
+            "XDG_CACHE_HOME": str(tmp_path / "cache"),
+            "MODEL_NAME": "tiny",
+            "ARTIFACT_BUCKET": bucket,
+            "ARTIFACT_KEY": KEY,
+            "BUILD_CONFIG": settings_document(),
+            "PLATFORM": "tensorrt_plan",
+            "SOURCE_KIND": "s3",
+            "SOURCE_URI": f"s3://{sources}/tiny.onnx",
+            "GPU_TARGET": "sm86",
+            "EXPECT_TENSORRT": "10.4.0",
+            "EXPECT_COMPUTE_CAPABILITY": "8.6",
+            "UNCOMPRESSED_PREFIX": "",
+            "UNPACK_ONLY": "false",
+            **overrides,
+        }
+        return subprocess.run(
+            ["bash", "-c", buildspec_script()], env=environment, capture_output=True, text=True, timeout=120
+        )
+
+    run.bucket = bucket
+    return run
+
+
+def keys(s3, bucket: str) -> list[str]:
+    return sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", []))
+
+
+def archive_members(s3, bucket: str) -> dict[str, bytes]:
+    body = s3.get_object(Bucket=bucket, Key=KEY)["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as archive:
+        return {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
+
+
+def test_a_gpu_build_uploads_the_unpacked_layout_then_the_archive(run_buildspec, s3):
+    result = run_buildspec(UNCOMPRESSED_PREFIX=UNPACKED)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert keys(s3, run_buildspec.bucket) == sorted(
+        [KEY, f"{UNPACKED}tiny/1/model.plan", f"{UNPACKED}tiny/build-info.json", f"{UNPACKED}tiny/config.pbtxt"]
+    )
+    members = archive_members(s3, run_buildspec.bucket)
+    assert sorted(members) == ["tiny/1/model.plan", "tiny/build-info.json", "tiny/config.pbtxt"]
+    info = json.loads(members["tiny/build-info.json"])
+    assert (info["tensorrt_version"], info["gpu_name"], info["compute_capability"]) == ("10.4.0", "NVIDIA A10G", "8.6")
+    assert b'platform: "tensorrt_plan"' in members["tiny/config.pbtxt"]
+    # The upload order: unpacked files, the marker (config.pbtxt) last of them, then the archive.
+    uploads = [line.split()[0] for line in result.stdout.splitlines() if line.startswith("s3://")]
+    assert uploads[-2:] == [
+        f"s3://{run_buildspec.bucket}/{UNPACKED}tiny/config.pbtxt",
+        f"s3://{run_buildspec.bucket}/{KEY}",
+    ]
+
+
+def test_a_build_on_the_wrong_gpu_fails_and_writes_nothing(run_buildspec, s3):
+    result = run_buildspec(EXPECT_COMPUTE_CAPABILITY="7.5", UNCOMPRESSED_PREFIX=UNPACKED)
+    assert result.returncode == 1
+    assert "this build host's GPU is NVIDIA A10G (compute capability 8.6), but the serving instance needs 7.5" in (
+        result.stderr
+    )
+    assert "PHASE build FAILED" in result.stderr
+    assert keys(s3, run_buildspec.bucket) == []
+
+
+def test_a_build_with_another_tensorrt_fails_and_writes_nothing(run_buildspec, s3):
+    result = run_buildspec(EXPECT_TENSORRT="10.9.0")
+    assert result.returncode == 1
+    assert "this build host has TensorRT 10.4.0, but the serving Triton release needs TensorRT 10.9.0" in result.stderr
+    assert keys(s3, run_buildspec.bucket) == []
+
+
+def test_unpack_only_unpacks_the_existing_archive_without_rebuilding(run_buildspec, s3):
+    assert run_buildspec().returncode == 0
+    archive = s3.head_object(Bucket=run_buildspec.bucket, Key=KEY)
+    # trtexec is gone: an unpack must not build.
+    result = run_buildspec(UNPACK_ONLY="true", UNCOMPRESSED_PREFIX=UNPACKED, TRTEXEC="/nonexistent/trtexec")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"{UNPACKED}tiny/config.pbtxt" in keys(s3, run_buildspec.bucket)
+    assert s3.head_object(Bucket=run_buildspec.bucket, Key=KEY)["ETag"] == archive["ETag"]
+
+
+def test_an_onnxruntime_model_is_packaged_without_gpu_tools(run_buildspec, s3):
+    result = run_buildspec(
+        PLATFORM="onnxruntime_onnx",
+        BUILD_CONFIG=settings_document("onnxruntime_onnx"),
+        TRTEXEC="/nonexistent/trtexec",
+        EXPECT_TENSORRT="",
+        EXPECT_COMPUTE_CAPABILITY="",
+        GPU_TARGET="portable",
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert sorted(archive_members(s3, run_buildspec.bucket)) == ["tiny/1/model.onnx", "tiny/config.pbtxt"]

@@ -1,0 +1,159 @@
+"""config/pipeline.yaml and the rules joining it to the stage files: each refusal names file, field and fix."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+from pipeline_helpers import PROD_ACCOUNT, cross_account_documents, promoted_documents, write_documents
+
+from triton_cdk.config import ConfigError
+from triton_cdk.config.pipeline import load_pipeline, load_pipeline_config
+
+
+def _load(tmp_path: Path, documents: dict[str, dict]):
+    return load_pipeline(write_documents(tmp_path, documents))
+
+
+def test_repository_config_is_valid_with_placeholder_source():
+    pipeline, stages = load_pipeline()
+    assert [s.name for s in pipeline.stages] == ["dev", "prod"]
+    assert [s.approval for s in pipeline.stages] == [False, True]
+    assert pipeline.source.is_placeholder
+    assert pipeline.source.connection_arn == "arn:aws:codeconnections:us-east-1:111111111111:connection/REPLACE-ME"
+    assert set(stages) == {"dev", "prod"}
+
+
+def test_cross_account_config_loads(tmp_path):
+    pipeline, stages = _load(tmp_path, cross_account_documents())
+    assert pipeline.source.codecommit_repository == "triton-sagemaker"
+    assert pipeline.stage("prod").regions == ["us-east-1", "us-west-2"]
+    assert pipeline.smoke.latency_bound_ms("triton-bert") == 300
+    assert pipeline.smoke.latency_bound_ms("triton-mme") == 2000
+    assert stages["prod"].promote_from == "dev"
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (
+            {
+                "connection_arn": "arn:aws:codeconnections:us-east-1:111111111111:connection/x",
+                "repository": "a/b",
+                "codecommit_repository": "repo",
+            },
+            "give connection_arn \\+ repository, or codecommit_repository, not both",
+        ),
+        ({"connection_arn": "arn:aws:codeconnections:us-east-1:111111111111:connection/x"}, "repository is missing"),
+        ({"branch": "main"}, "give connection_arn \\+ repository .* or codecommit_repository"),
+        ({"connection_arn": "arn:aws:s3:::bucket", "repository": "a/b"}, "source.connection_arn: String should match"),
+        (
+            {"connection_arn": "arn:aws:codeconnections:us-east-1:111111111111:connection/x", "repository": "nope"},
+            "source.repository: String should match",
+        ),
+    ],
+)
+def test_bad_source_is_refused(tmp_path, source, message):
+    documents = promoted_documents()
+    documents["pipeline"]["source"] = source
+    with pytest.raises(ConfigError, match=message) as error:
+        _load(tmp_path, documents)
+    assert str(tmp_path / "pipeline.yaml") in str(error.value)
+
+
+def test_stage_listed_twice_is_refused(tmp_path):
+    documents = promoted_documents()
+    documents["pipeline"]["stages"].append({"name": "dev"})
+    with pytest.raises(
+        ConfigError, match=r"pipeline.yaml: stages: \['dev'\] listed twice; each stage deploys once \(got"
+    ):
+        _load(tmp_path, documents)
+
+
+def test_bad_wave_region_is_refused(tmp_path):
+    documents = cross_account_documents()
+    documents["pipeline"]["stages"][1]["regions"] = ["us-east-1", "mars-1"]
+    with pytest.raises(
+        ConfigError, match=r"stages\[1\]: regions must be AWS region names like us-east-1, got \['mars-1'\]"
+    ):
+        _load(tmp_path, documents)
+
+
+def test_unknown_key_and_bad_latency_are_refused(tmp_path):
+    documents = promoted_documents()
+    documents["pipeline"]["smoke"] = {"max_latency_ms": 0, "retries": 3}
+    with pytest.raises(ConfigError) as error:
+        _load(tmp_path, documents)
+    assert "smoke.max_latency_ms: Input should be greater than 0 (got 0)" in str(error.value)
+    assert "smoke.retries: unknown key" in str(error.value)
+
+
+def test_missing_stage_file_is_refused(tmp_path):
+    documents = promoted_documents()
+    documents["pipeline"]["stages"].append({"name": "staging"})
+    with pytest.raises(ConfigError, match=r"staging.yaml: no such config file"):
+        _load(tmp_path, documents)
+
+
+def test_promote_from_a_later_stage_is_refused(tmp_path):
+    documents = promoted_documents()
+    documents["pipeline"]["stages"] = [{"name": "prod"}, {"name": "dev"}]
+    with pytest.raises(
+        ConfigError,
+        match=r"stages\[0\]: stage 'prod' promotes from 'dev', which must be an earlier stage of the pipeline",
+    ):
+        _load(tmp_path, documents)
+
+
+def test_promote_from_a_stage_without_bucket_name_is_refused(tmp_path):
+    documents = promoted_documents()
+    del documents["dev"]["artifacts"]["bucket_name"]
+    with pytest.raises(ConfigError, match=r"config/dev.yaml must set artifacts.bucket_name"):
+        _load(tmp_path, documents)
+
+
+def test_cross_account_promotion_needs_the_reader_account(tmp_path):
+    documents = cross_account_documents()
+    documents["dev"]["artifacts"]["reader_accounts"] = []
+    with pytest.raises(ConfigError, match=rf"add {PROD_ACCOUNT} to config/dev.yaml artifacts.reader_accounts"):
+        _load(tmp_path, documents)
+
+
+def test_stage_environment_needs_a_pipeline_environment(tmp_path):
+    documents = cross_account_documents()
+    del documents["pipeline"]["account"]
+    with pytest.raises(ConfigError, match=r"account: stages \['dev', 'prod'\] set an account or region"):
+        _load(tmp_path, documents)
+
+
+def test_latency_bound_for_unknown_endpoint_is_refused(tmp_path):
+    documents = promoted_documents()
+    documents["pipeline"]["smoke"]["endpoint_max_latency_ms"] = {"triton-typo": 100}
+    with pytest.raises(ConfigError, match=r"smoke.endpoint_max_latency_ms: unknown endpoint 'triton-typo'"):
+        _load(tmp_path, documents)
+
+
+def test_missing_pipeline_file_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"pipeline.yaml: no such config file"):
+        load_pipeline_config(tmp_path / "pipeline.yaml")
+
+
+def test_documents_are_not_shared_between_tests():
+    first = promoted_documents()
+    first["pipeline"]["stages"].clear()
+    assert promoted_documents()["pipeline"]["stages"] == copy.deepcopy(promoted_documents()["pipeline"]["stages"])
+    assert promoted_documents()["pipeline"]["stages"]
+
+
+def test_approved_stage_must_roll_out_gradually_with_rollback(tmp_path):
+    documents = promoted_documents()
+    documents["prod"]["endpoints"][1]["deployment"] = {"strategy": "blue_green", "traffic": "all_at_once"}
+    with pytest.raises(ConfigError) as error:
+        _load(tmp_path, documents)
+    assert str(error.value) == (
+        f"{tmp_path / 'pipeline.yaml'}: stages[1]: stage 'prod' is approved before it deploys, so endpoint "
+        "'triton-bert' must roll out gradually with auto-rollback: set deployment.traffic canary or linear (or "
+        "strategy rolling) and rollback_alarms in config/prod.yaml (now: strategy blue_green, traffic all_at_once, "
+        "rollback_alarms ['latency', 'errors_5xx'])"
+    )

@@ -1,0 +1,227 @@
+"""ModelBuildProject: the CodeBuild project that builds one kind of model artifact.
+
+GPU builds run in the SageMaker Triton image of the serving release (`LINUX_GPU_CONTAINER`), so
+the TensorRT that builds the engine is the TensorRT that serves it (../shared/README.md: engines
+only load on the TensorRT version that built them); `model_build build --expect-tensorrt` checks
+it again and records TensorRT and GPU in build-info.json. Compute follows the build plan:
+`BUILD_GENERAL1_SMALL` = 1 x A10G, `BUILD_GENERAL1_LARGE` = 4 x V100, or a reserved-capacity fleet.
+Models that need no GPU build are packaged in a plain CPU project.
+
+The role comes from the artifact stack (it is named in the bucket policy) and is used here without
+policy updates, so nothing in this stack edits the stateful stack; everything else the build
+needs is one explicit policy below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_codebuild as codebuild
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from triton_cdk.build_matching import BuildPlan
+from triton_cdk.config.build import BuildSettings
+from triton_cdk.images import TritonImageLookup
+from triton_cdk.nag import acknowledge
+
+BUILDSPEC = "buildspec.yml"  # at the root of the model_build source asset
+FAILED_BUILD_STATES = ("FAILED", "FAULT", "STOPPED", "TIMED_OUT")
+RETENTION = {
+    1: logs.RetentionDays.ONE_DAY,
+    3: logs.RetentionDays.THREE_DAYS,
+    5: logs.RetentionDays.FIVE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS,
+    90: logs.RetentionDays.THREE_MONTHS,
+    120: logs.RetentionDays.FOUR_MONTHS,
+    150: logs.RetentionDays.FIVE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+    400: logs.RetentionDays.THIRTEEN_MONTHS,
+    545: logs.RetentionDays.EIGHTEEN_MONTHS,
+    731: logs.RetentionDays.TWO_YEARS,
+    1096: logs.RetentionDays.THREE_YEARS,
+    1827: logs.RetentionDays.FIVE_YEARS,
+    2192: logs.RetentionDays.SIX_YEARS,
+    2557: logs.RetentionDays.SEVEN_YEARS,
+    2922: logs.RetentionDays.EIGHT_YEARS,
+    3288: logs.RetentionDays.NINE_YEARS,
+    3653: logs.RetentionDays.TEN_YEARS,
+}
+
+
+def retention(days: int) -> logs.RetentionDays:
+    return RETENTION[days]
+
+
+class ModelBuildProject(Construct):
+    """One CodeBuild project running model_build/buildspec.yml for one build environment.
+
+    :param plan: the build plan (GPU, compute, fleet); None for the CPU packaging project.
+    :param role: CodeBuild role; used without policy updates (see module doc).
+    :param source: the model_build folder as an S3 asset (CodeBuild source; holds the buildspec).
+    :param model_sources: S3 object ARNs the build reads model sources from (assets, s3_uri sources).
+    :param encryption_key: the artifact key (build artifacts and logs at rest).
+    :param topic: receives a message for every failed, timed-out or stopped build.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        plan: BuildPlan | None,
+        triton_release: str,
+        images: TritonImageLookup,
+        role: iam.IRole,
+        source: s3_assets.Asset,
+        model_sources: Sequence[str],
+        encryption_key: kms.IKey,
+        settings: BuildSettings,
+        topic: sns.ITopic,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.plan = plan
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=retention(settings.log_retention_days),
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        self.project = codebuild.Project(
+            self,
+            "Resource",
+            description=self._description(plan, triton_release),
+            source=codebuild.Source.s3(bucket=source.bucket, path=source.s3_object_key),
+            build_spec=codebuild.BuildSpec.from_source_filename(BUILDSPEC),
+            environment=self._environment(plan, triton_release, images),
+            role=role,
+            encryption_key=encryption_key,
+            timeout=cdk.Duration.minutes(settings.timeout_minutes),
+            queued_timeout=cdk.Duration.minutes(settings.queue_timeout_minutes),
+            concurrent_build_limit=settings.concurrency,
+            logging=codebuild.LoggingOptions(
+                cloud_watch=codebuild.CloudWatchLoggingOptions(log_group=self.log_group),
+            ),
+            grant_report_group_permissions=False,
+        )
+        if plan is not None and plan.compute == "fleet":
+            # aws-cdk-lib lets GPU images declare only SMALL/LARGE; a fleet build takes the fleet's type.
+            cfn = self.project.node.default_child
+            cfn.add_property_override("Environment.ComputeType", settings.fleet.compute_type)
+        self.policy = self._policy(role, plan, images, source, model_sources)
+        self._notify_failures(topic)
+        acknowledge(
+            self,
+            "AwsSolutions-CB5",
+            "GPU builds must run in the SageMaker Triton image of the serving release: its TensorRT is the one "
+            "that loads the engines (a CodeBuild-provided image carries no TensorRT).",
+        )
+
+    @property
+    def project_name(self) -> str:
+        return self.project.project_name
+
+    @property
+    def project_arn(self) -> str:
+        return self.project.project_arn
+
+    @staticmethod
+    def _description(plan: BuildPlan | None, release: str) -> str:
+        if plan is None:
+            return f"Triton {release} model packaging (no GPU build)"
+        how = "fleet" if plan.compute == "fleet" else plan.compute
+        return f"Triton {release} TensorRT engine build on {plan.build_gpu.model} ({how}, target {plan.gpu_target})"
+
+    @staticmethod
+    def _environment(plan: BuildPlan | None, release: str, images: TritonImageLookup) -> codebuild.BuildEnvironment:
+        if plan is None:
+            return codebuild.BuildEnvironment(
+                build_image=codebuild.LinuxBuildImage.STANDARD_7_0,
+                compute_type=codebuild.ComputeType.SMALL,
+                privileged=False,
+            )
+        # The image's registry account differs by region; the lookup's ARN carries it (resolved at deploy
+        # time for an environment-agnostic stack).
+        account = cdk.Fn.select(4, cdk.Fn.split(":", images.repository_arn))
+        image = codebuild.LinuxGpuBuildImage.aws_deep_learning_containers_image(
+            "sagemaker-tritonserver", f"{release}-py3", account
+        )
+        fleet = None
+        if plan.compute == "fleet":
+            fleet = codebuild.Fleet.from_fleet_arn(cdk.Stack.of(images), f"Fleet{plan.build_gpu.model}", plan.fleet_arn)
+        compute = codebuild.ComputeType.LARGE if plan.compute == "BUILD_GENERAL1_LARGE" else codebuild.ComputeType.SMALL
+        return codebuild.BuildEnvironment(build_image=image, compute_type=compute, fleet=fleet, privileged=False)
+
+    def _policy(
+        self,
+        role: iam.IRole,
+        plan: BuildPlan | None,
+        images: TritonImageLookup,
+        source: s3_assets.Asset,
+        model_sources: Sequence[str],
+    ) -> iam.Policy:
+        statements = [
+            iam.PolicyStatement(
+                sid="WriteOwnLogs",
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                resources=[self.log_group.log_group_arn],
+            ),
+            iam.PolicyStatement(
+                sid="ReadBuildSources",
+                actions=["s3:GetObject", "s3:GetObjectVersion"],
+                resources=sorted({source.bucket.arn_for_objects(source.s3_object_key), *model_sources}),
+            ),
+        ]
+        if plan is not None:
+            statements += [
+                iam.PolicyStatement(
+                    sid="PullTritonImage",
+                    actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+                    resources=[images.repository_arn],
+                ),
+                # ecr:GetAuthorizationToken has no resource type: it can only be granted on "*".
+                iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+            ]
+        policy = iam.Policy(self, "Policy", roles=[role], statements=statements)
+        # The project must not start before its role may pull the image and write its logs.
+        self.project.node.add_dependency(policy)
+        acknowledge(
+            policy,
+            "AwsSolutions-IAM5",
+            "ecr:GetAuthorizationToken has no resource type: it can only be granted on *.",
+            applies_to=["Resource::*"],
+        )
+        return policy
+
+    def _notify_failures(self, topic: sns.ITopic) -> None:
+        rule = events.Rule(
+            self,
+            "BuildFailed",
+            description="Model build failed, timed out or was stopped",
+            event_pattern=events.EventPattern(
+                source=["aws.codebuild"],
+                detail_type=["CodeBuild Build State Change"],
+                detail={"build-status": list(FAILED_BUILD_STATES), "project-name": [self.project.project_name]},
+            ),
+        )
+        rule.add_target(
+            targets.SnsTopic(
+                topic,
+                message=events.RuleTargetInput.from_text(
+                    f"Triton model build {events.EventField.from_path('$.detail.build-id')} ended "
+                    f"{events.EventField.from_path('$.detail.build-status')}. Logs: "
+                    f"{events.EventField.from_path('$.detail.additional-information.logs.deep-link')}"
+                ),
+            )
+        )

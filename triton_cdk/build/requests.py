@@ -1,0 +1,102 @@
+"""What the build stack must make exist: one request per distinct artifact key.
+
+Endpoints that serve the same model with the same build plan share one key (content address),
+so they share one ensure-artifact resource; its extra outputs are merged: the multi-model copies
+(`<prefix><name>.tar.gz`) and whether any endpoint needs the unpacked layout.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from model_build import releases
+from model_build.settings import ModelSettings
+from triton_cdk.artifact_keys import EndpointArtifacts, ModelArtifact
+from triton_cdk.build_matching import BuildPlan
+
+# Build environments: one CodeBuild project each (compute type and image differ).
+CPU_ENVIRONMENT = "Package"  # no GPU build: ONNX Runtime / Python backend models are only packaged
+
+
+@dataclass
+class ArtifactRequest:
+    artifact: ModelArtifact
+    copy_to: list[str] = field(default_factory=list)
+    uncompressed: bool = False
+
+    @property
+    def key(self) -> str:
+        return self.artifact.key
+
+    @property
+    def plan(self) -> BuildPlan | None:
+        return self.artifact.build_plan
+
+    @property
+    def construct_id(self) -> str:
+        """Stable across digest changes (a changed model updates the resource, not replaces it)."""
+        return f"{self.artifact.model.name}-{self.artifact.gpu_target.replace('+', 'plus')}"
+
+    @property
+    def environment(self) -> str:
+        return environment_name(self.plan)
+
+
+def environment_name(plan: BuildPlan | None) -> str:
+    if plan is None:
+        return CPU_ENVIRONMENT
+    if plan.compute == "fleet":
+        return f"Fleet{plan.build_gpu.model}"
+    return plan.build_gpu.model  # "A10G" (SMALL) or "V100" (LARGE)
+
+
+def artifact_requests(endpoints: Sequence[EndpointArtifacts]) -> list[ArtifactRequest]:
+    requests: dict[str, ArtifactRequest] = {}
+    for located in endpoints:
+        for artifact in located.models:
+            request = requests.setdefault(artifact.key, ArtifactRequest(artifact))
+            if located.endpoint.mode == "multi_model":
+                target = f"{located.multi_model_prefix}{artifact.model.name}.tar.gz"
+                if target not in request.copy_to:
+                    request.copy_to.append(target)
+            if located.endpoint.uncompressed_model_data:
+                request.uncompressed = True
+    return list(requests.values())
+
+
+def effective_settings(artifact: ModelArtifact) -> ModelSettings:
+    """The model's settings as the build must apply them: the matcher's hardware compatibility."""
+    settings = artifact.model
+    plan = artifact.build_plan
+    if plan is not None and plan.hardware_compatibility == "ampere+":
+        tensorrt = settings.tensorrt.model_copy(update={"hardware_compatibility": "ampere+"})
+        settings = settings.model_copy(update={"tensorrt": tensorrt})
+    return settings
+
+
+def build_config_document(triton_release: str, artifact: ModelArtifact) -> str:
+    """The one-model app config the build reads (`model_build config/build --config`), as JSON (valid YAML)."""
+    document = {"triton_release": triton_release, "models": [effective_settings(artifact).model_dump(mode="json")]}
+    return json.dumps(document, sort_keys=True, separators=(",", ":"))
+
+
+def expected_tensorrt(triton_release: str) -> str:
+    """major.minor.patch of the release's TensorRT: what trtexec's banner can show ("[TensorRT v100400]"
+    is 10.4.0; the build number is not in it), so `build --expect-tensorrt` compares like with like."""
+    return ".".join(releases.tensorrt_version(triton_release).split(".")[:3])
+
+
+def build_environment(triton_release: str, artifact: ModelArtifact, source_kind: str, source_uri: str) -> dict:
+    """Environment-variable overrides of one build (besides MODEL_NAME/ARTIFACT_* set by the handler)."""
+    plan = artifact.build_plan
+    return {
+        "BUILD_CONFIG": build_config_document(triton_release, artifact),
+        "PLATFORM": artifact.model.platform,
+        "SOURCE_KIND": source_kind,
+        "SOURCE_URI": source_uri,
+        "GPU_TARGET": artifact.gpu_target,
+        "EXPECT_TENSORRT": expected_tensorrt(triton_release) if plan else "",
+        "EXPECT_COMPUTE_CAPABILITY": plan.expected_compute_capability if plan else "",
+    }
