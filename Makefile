@@ -41,7 +41,7 @@ node_modules/.package.stamp: package.json package-lock.json
 bootstrap: $(BIN)/.requirements.stamp node_modules/.package.stamp
 
 synth: bootstrap
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(CDK) synth --all -c stage=$(STAGE) $(CDK_FLAGS) --quiet -o $(OUTDIR)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(CDK) synth -c stage=$(STAGE) $(CDK_FLAGS) --quiet -o $(OUTDIR)
 
 synth-all: bootstrap
 	@for s in $(STAGES); do $(MAKE) --no-print-directory synth STAGE=$$s; done

@@ -25,7 +25,7 @@ from endpoint_client.codec import Encoding
 from endpoint_client.errors import InvalidInputError
 from endpoint_client.retry import RetryPolicy
 from endpoint_client.triton_install import DEFAULT_TRITON_ENV
-from model_build.errors import ModelBuildError
+from model_build.cli import run_cli
 
 PRINTED_VALUES = 64  # larger outputs print their first values only; --save-dir keeps them whole
 
@@ -280,12 +280,4 @@ def run_local(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)  # usage errors exit 2 from argparse
-    try:
-        return int(args.run(args))
-    except ModelBuildError as error:
-        print(f"ERROR: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("ERROR: interrupted", file=sys.stderr)
-        return 130
+    return run_cli(build_parser(), argv)

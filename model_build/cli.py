@@ -26,7 +26,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)  # usage errors exit 2 from argparse
+    return run_cli(build_parser(), argv)
+
+
+def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
+    """Parse and run; the one place errors become exit codes (shared with endpoint_client's CLI)."""
+    args = parser.parse_args(argv)  # usage errors exit 2 from argparse
     try:
         return int(args.run(args))
     except ModelBuildError as error:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from model_build.errors import MissingToolError, ModelBuildError
+from model_build.key import file_sha256
 
 # S3 limits: parts of 5 MiB..5 GiB (the last may be smaller), at most 10,000 parts.
 MIN_PART_SIZE = 5 * 1024 * 1024
@@ -41,7 +42,6 @@ DEFAULT_PART_SIZE = 16 * 1024 * 1024
 # retries, and S3 verifies each part's checksum).
 DEFAULT_MULTIPART_THRESHOLD = 64 * 1024 * 1024
 SHA256_METADATA_KEY = "sha256"
-_READ_SIZE = 1024 * 1024
 
 Status = Literal["uploaded", "already present"]
 
@@ -61,14 +61,6 @@ class UploadResult:
 
 class ConflictingObjectError(ModelBuildError):
     """The key already holds different (or unverifiable) bytes."""
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while block := stream.read(_READ_SIZE):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _b64(digest: bytes) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 import aws_cdk as cdk
 from aws_cdk import aws_codecommit as codecommit
+from aws_cdk import aws_codepipeline as codepipeline
 from aws_cdk import pipelines
 from constructs import Construct
 
@@ -44,6 +45,8 @@ class PipelineStack(cdk.Stack):
             self,
             "Pipeline",
             pipeline_name=pipeline_config.name,
+            # V2: stage rollback to an earlier execution (docs/pipeline.md, "Roll back").
+            pipeline_type=codepipeline.PipelineType.V2,
             synth=synth_step(self.source, pipeline_config.stages[0].name),
             # A customer-managed key on the artifact bucket (CDK also makes it TLS-only and blocks
             # public access): needed to hand artifacts to other accounts' CDK bootstrap roles.

@@ -136,6 +136,16 @@ class ArtifactStore(Construct):
                 resources=[self.model_objects_arn],
             )
         )
+        # Promotion lists the source prefix to copy an unpacked (uncompressed) model folder.
+        self.bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid=f"Account{account}ListModels",
+                principals=[principal],
+                actions=["s3:ListBucket"],
+                resources=[self.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{self.model_prefix}*"]}},
+            )
+        )
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
                 sid=f"Account{account}DecryptModels",

@@ -155,10 +155,18 @@ def _promote(s3: Any, properties: dict) -> None:
     if prefix:
         # The unpacked files first and the marker last, then the archive key: whatever is present
         # after an interruption is never mistaken for a whole artifact.
-        files = sorted(_keys_under(s3, source, prefix), key=lambda name: name == marker)
-        for name in files:
+        try:
+            listed = _keys_under(s3, source, prefix)
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code")
+            raise ArtifactError(
+                f"cannot list {prefix} in {source} ({code}): promoting an unpacked layout needs s3:ListBucket on "
+                "the source stage's models/ prefix for this account"
+            ) from None
+        for name in sorted(listed, key=lambda name: name == marker):
             _copy(s3, source, name, properties["Bucket"], name, properties["KmsKeyArn"])
-    _copy(s3, source, key, properties["Bucket"], key, properties["KmsKeyArn"])
+    if not _exists(s3, properties["Bucket"], key):  # only the unpacked layout was missing
+        _copy(s3, source, key, properties["Bucket"], key, properties["KmsKeyArn"])
 
 
 # ---------------------------------------------------------------------------------------------

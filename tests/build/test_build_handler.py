@@ -303,3 +303,18 @@ def test_promotion_of_a_large_artifact_copies_it_in_parts_with_its_metadata(hand
     assert copied["Metadata"] == {"sha256": "f" * 64}
     assert copied["SSEKMSKeyId"] == promote_props["KmsKeyArn"]
     assert "-" in copied["ETag"]  # a multipart object: the copy really went through parts
+
+
+def test_promotion_of_a_missing_unpacked_layout_keeps_the_existing_archive(handler, codebuild, s3, promote_props):
+    prefix = KEY.replace("model.tar.gz", "uncompressed/")
+    props = {**promote_props, "UncompressedPrefix": prefix}
+    # Versioned, like the artifact bucket: a second write of the key would show as a second version.
+    s3.put_bucket_versioning(Bucket=props["Bucket"], VersioningConfiguration={"Status": "Enabled"})
+    put_artifact(s3, props["Bucket"], body=b"archive-bytes")
+    put_artifact(s3, props["SourceBucket"], body=b"archive-bytes")
+    put_artifact(s3, props["SourceBucket"], f"{prefix}resnet50/config.pbtxt", b"config")
+    version = s3.head_object(Bucket=props["Bucket"], Key=KEY)["ETag"]
+    handler.on_event(event(**props))
+    assert s3.get_object(Bucket=props["Bucket"], Key=f"{prefix}resnet50/config.pbtxt")["Body"].read() == b"config"
+    assert s3.list_object_versions(Bucket=props["Bucket"], Prefix=KEY).get("Versions", [])[0]["ETag"] == version
+    assert len(s3.list_object_versions(Bucket=props["Bucket"], Prefix=KEY).get("Versions", [])) == 1

@@ -446,3 +446,26 @@ def test_expected_tensorrt_matches_what_trtexecs_banner_can_show(release):
     banner = f"&&&& RUNNING TensorRT.trtexec [TensorRT v{number}] # trtexec"
     assert same_tensorrt(tensorrt_version_from_banner(banner), expected_tensorrt(release))
     assert not same_tensorrt("9.9.9", expected_tensorrt(release))
+
+
+def test_handlers_are_the_unbundled_handler_folder(dev_build):
+    functions = {
+        f["Properties"]["Handler"]: f["Properties"]
+        for f in resources(dev_build, "AWS::Lambda::Function").values()
+        if f["Properties"]["Handler"].startswith("index.")
+    }
+    assert sorted(functions) == ["index.is_complete", "index.on_event"]
+    for props in functions.values():
+        assert props["Runtime"] == "python3.14"
+        assert props["LoggingConfig"]["LogGroup"]["Ref"].startswith("EnsureArtifacts")  # own group, with retention
+    assert functions["index.on_event"]["Timeout"] == 14 * 60
+    handler_dir = PROJECT_ROOT / "lambda" / "ensure_artifact"
+    assert sorted(p.name for p in handler_dir.iterdir() if p.name != "__pycache__") == ["index.py"]
+    imports = re.findall(r"^(?:import|from) (\w+)", (handler_dir / "index.py").read_text(), re.MULTILINE)
+    assert set(imports) <= {"__future__", "json", "logging", "os", "typing", "boto3", "botocore"}
+
+
+def test_the_wait_follows_the_config(mixed):
+    machine = next(iter(resources(mixed, "AWS::StepFunctions::StateMachine").values()))
+    # 45 minutes / 30 s = 90 attempts.
+    assert '\\"IntervalSeconds\\":30,\\"MaxAttempts\\":90' in json.dumps(machine["Properties"]["DefinitionString"])

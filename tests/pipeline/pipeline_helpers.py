@@ -97,7 +97,9 @@ def synthesize(folder: Path) -> SynthesizedPipeline:
     outdir = folder / "cdk.out"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(build_stack, "load_stage", lambda name, config_dir=folder: load_stage(name, config_dir))
-        app = cdk.App(outdir=str(outdir))
+        # cdk.json's feature flags, as the CDK CLI passes them to `make synth`.
+        context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+        app = cdk.App(outdir=str(outdir), context=context)
         enable_aws_solutions_checks(app)
         stack = add_pipeline_stack(app, pipeline_config, stages)
         app.synth()

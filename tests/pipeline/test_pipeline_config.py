@@ -157,3 +157,16 @@ def test_approved_stage_must_roll_out_gradually_with_rollback(tmp_path):
         "strategy rolling) and rollback_alarms in config/prod.yaml (now: strategy blue_green, traffic all_at_once, "
         "rollback_alarms ['latency', 'errors_5xx'])"
     )
+
+
+def test_smoke_step_installs_the_projects_pins():
+    from triton_cdk.pipeline.steps import SMOKE_PACKAGES, pinned_requirements
+
+    pins = pinned_requirements(
+        SMOKE_PACKAGES, "boto3==1.2.3\n# comment\nnumpy==2.0.0\ntritonclient[grpc,http]==2.73.0\n"
+    )
+    assert pins == ["boto3==1.2.3", "numpy==2.0.0", "tritonclient[grpc,http]==2.73.0"]
+    with pytest.raises(
+        ValueError, match=r"requirements\.txt pins no exact version of numpy; the smoke step needs them"
+    ):
+        pinned_requirements(SMOKE_PACKAGES, "boto3==1.2.3\nnumpy>=2\ntritonclient[http]==2.73.0\n")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from pipeline_helpers import DEV_BUCKET, PIPELINE_ACCOUNT, PROD_ACCOUNT, SynthesizedPipeline
+from pipeline_helpers import DEV_BUCKET, PIPELINE_ACCOUNT, PROD_ACCOUNT, REPO_ROOT, SynthesizedPipeline
 
 from triton_cdk.pipeline.smoke_plan import SmokePlan
 
@@ -49,6 +49,9 @@ def test_stages_run_source_synth_selfmutation_dev_then_prod(default_pipeline):
     # CDK Pipelines adds "Assets" (publishing the stages' file assets) before the first deployment.
     assert [n for n in names if n != "Assets"] == ["Source", "Build", "UpdatePipeline", "dev", "prod"]
     assert "Assets" not in names or names.index("Assets") < names.index("dev")
+    (pipeline,) = default_pipeline.resources("AWS::CodePipeline::Pipeline").values()
+    assert pipeline["Properties"]["PipelineType"] == "V2"  # stage rollback (docs/pipeline.md) needs V2
+    assert pipeline["Properties"]["Name"] == "triton-promotion"
     source = default_pipeline.pipeline_stages()[0]["Actions"][0]
     assert source["ActionTypeId"]["Provider"] == "CodeStarSourceConnection"
     assert source["Configuration"]["FullRepositoryId"] == "owner/repo"
@@ -59,8 +62,8 @@ def test_stages_run_source_synth_selfmutation_dev_then_prod(default_pipeline):
 def test_synth_step_runs_the_tests_before_synth(default_pipeline):
     synth = _project(default_pipeline, _stage(default_pipeline, "Build")["Actions"][0])
     commands = _buildspec(synth)["phases"]["build"]["commands"]
-    assert commands == ["make test", "make synth STAGE=dev"]
-    assert _buildspec(synth)["artifacts"]["base-directory"] == "cdk.out/dev"
+    assert commands == ["make test", "make synth STAGE=dev OUTDIR=cdk.out-pipeline"]
+    assert _buildspec(synth)["artifacts"]["base-directory"] == "cdk.out-pipeline"
 
 
 def test_each_stage_deploys_its_stacks_then_smoke_tests_last(default_pipeline):
@@ -117,6 +120,16 @@ def test_smoke_step_gets_its_stage_plan_role_and_bucket(default_pipeline):
             a for a in _stage(default_pipeline, name)["Actions"] if a["Name"] == f"Triton-{name}-Artifacts.Deploy"
         )
         assert bucket["value"] == f"#{{{artifacts_deploy['Namespace']}.ArtifactBucketName}}"
+
+
+def test_smoke_step_installs_only_the_client_at_the_project_pins(default_pipeline):
+    requirements = (REPO_ROOT / "requirements.txt").read_text().splitlines()
+    expected = [line for line in requirements if line.startswith(("boto3==", "numpy==", "tritonclient["))]
+    project = _project(default_pipeline, _smoke_action(_stage(default_pipeline, "dev"), "SmokeTest"))
+    (install,) = _buildspec(project)["phases"]["install"]["commands"]
+    assert install.startswith("python -m pip install --quiet ")
+    assert sorted(part.strip("'") for part in install.split()[5:]) == sorted(expected)
+    assert len(expected) == 3
 
 
 def test_smoke_project_role_may_only_assume_its_stage_role(default_pipeline):

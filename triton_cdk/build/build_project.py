@@ -151,11 +151,9 @@ class ModelBuildProject(Construct):
                 compute_type=codebuild.ComputeType.SMALL,
                 privileged=False,
             )
-        # The image's registry account differs by region; the lookup's ARN carries it (resolved at deploy
-        # time for an environment-agnostic stack).
-        account = cdk.Fn.select(4, cdk.Fn.split(":", images.repository_arn))
+        # The image's registry account differs by region (resolved at deploy time when env-agnostic).
         image = codebuild.LinuxGpuBuildImage.aws_deep_learning_containers_image(
-            "sagemaker-tritonserver", f"{release}-py3", account
+            images.repository_name, f"{release}-py3", images.account
         )
         fleet = None
         if plan.compute == "fleet":

@@ -166,13 +166,16 @@ def _guarded_rollout_problems(path: str, config: AppConfig) -> list[tuple[str, s
         deployment = endpoint.deployment
         gradual = deployment.strategy == "rolling" or deployment.traffic in ("canary", "linear")
         if not gradual or not deployment.rollback_alarms:
+            now = (
+                f"strategy {deployment.strategy}, traffic {deployment.traffic}, "
+                f"rollback_alarms {list(deployment.rollback_alarms)}"
+            )
             problems.append(
                 (
                     path,
                     f"stage {config.stage!r} is approved before it deploys, so endpoint {endpoint.name!r} must "
-                    "roll out gradually with auto-rollback: set deployment.traffic canary or linear (or strategy rolling) and "
-                    f"rollback_alarms in config/{config.stage}.yaml (now: strategy {deployment.strategy}, traffic "
-                    f"{deployment.traffic}, rollback_alarms {list(deployment.rollback_alarms)})",
+                    "roll out gradually with auto-rollback: set deployment.traffic canary or linear (or strategy "
+                    f"rolling) and rollback_alarms in config/{config.stage}.yaml (now: {now})",
                 )
             )
     return problems

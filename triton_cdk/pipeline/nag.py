@@ -33,16 +33,23 @@ def _ref(scope: IConstruct) -> str:
     return stack.resolve(stack.get_logical_id(scope.node.default_child))
 
 
+def _literal(value: str, placeholder: str) -> str:
+    return placeholder if cdk.Token.is_unresolved(value) else value
+
+
 def _account(scope: IConstruct) -> str:
     """The stack's account as cdk-nag writes it in findings: literal where the stack's env sets it."""
-    account = cdk.Stack.of(scope).account
-    return "<AWS::AccountId>" if cdk.Token.is_unresolved(account) else account
+    return _literal(cdk.Stack.of(scope).account, "<AWS::AccountId>")
+
+
+def _partition(scope: IConstruct) -> str:
+    # Literal ("aws") once the region is known and @aws-cdk/core:enablePartitionLiterals is on (cdk.json).
+    return _literal(cdk.Stack.of(scope).partition, "<AWS::Partition>")
 
 
 def _env_parts(scope: IConstruct) -> str:
     """`<AWS::Region>:<AWS::AccountId>`, or the literal region/account where the stack's env sets them."""
-    region = cdk.Stack.of(scope).region
-    return f"{'<AWS::Region>' if cdk.Token.is_unresolved(region) else region}:{_account(scope)}"
+    return f"{_literal(cdk.Stack.of(scope).region, '<AWS::Region>')}:{_account(scope)}"
 
 
 def acknowledge_pipeline_findings(scope: IConstruct, pipeline: pipelines.CodePipeline) -> None:
@@ -70,8 +77,8 @@ def acknowledge_pipeline_findings(scope: IConstruct, pipeline: pipelines.CodePip
                 "AwsSolutions-IAM5",
                 "The CodeBuild project writes its own log streams and test reports only (CDK's default policy).",
                 applies_to=[
-                    f"Resource::arn:<AWS::Partition>:logs:{env}:log-group:/aws/codebuild/<{project}>:*",
-                    f"Resource::arn:<AWS::Partition>:codebuild:{env}:report-group/<{project}>-*",
+                    f"Resource::arn:{_partition(scope)}:logs:{env}:log-group:/aws/codebuild/<{project}>:*",
+                    f"Resource::arn:{_partition(scope)}:codebuild:{env}:report-group/<{project}>-*",
                 ],
             )
     _acknowledge_cross_region_support(scope, pipeline)
@@ -100,7 +107,7 @@ def _acknowledge_cross_region_support(scope: IConstruct, pipeline: pipelines.Cod
             scope,
             "AwsSolutions-IAM5",
             "The pipeline's roles read/write CodePipeline's cross-region replication bucket's objects only.",
-            applies_to=[f"Resource::arn:<AWS::Partition>:s3:::{stack.resolve(bucket.bucket_name)}/*"],
+            applies_to=[f"Resource::arn:{_partition(scope)}:s3:::{stack.resolve(bucket.bucket_name)}/*"],
         )
     if pipeline.pipeline.cross_region_support:
         acknowledge(
@@ -125,7 +132,7 @@ def _acknowledge_asset_publishing(pipeline: pipelines.CodePipeline) -> None:
         "whose names are generated; it publishes through the bootstrap file-publishing roles only.",
         applies_to=[
             "Resource::*",
-            f"Resource::arn:<AWS::Partition>:logs:{env}:log-group:/aws/codebuild/*",
-            f"Resource::arn:<AWS::Partition>:codebuild:{env}:report-group/*",
+            f"Resource::arn:{_partition(assets)}:logs:{env}:log-group:/aws/codebuild/*",
+            f"Resource::arn:{_partition(assets)}:codebuild:{env}:report-group/*",
         ],
     )

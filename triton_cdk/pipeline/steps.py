@@ -126,13 +126,22 @@ def approval_step(
     return pipelines.ManualApprovalStep(f"Approve-{stage_name}", comment=comment, review_url=review_url)
 
 
+# `make synth` writes to the Makefile's OUTDIR; naming it here keeps the pipeline independent of the
+# Makefile's per-stage default folder.
+SYNTH_OUTDIR = "cdk.out-pipeline"
+
+
 def synth_step(source: pipelines.IFileSetProducer, first_stage: str) -> pipelines.CodeBuildStep:
-    """`make test` first (lint, unit tests, cfn-lint of every template): a red test never deploys."""
+    """`make test` first (lint, unit tests, cfn-lint of every template): a red test never deploys.
+
+    The pipeline stack is part of the first stage's app (app.py), so that stage's synth is the
+    cloud assembly the pipeline deploys and self-mutates from.
+    """
     return pipelines.CodeBuildStep(
         "Synth",
         input=source,
-        commands=["make test", f"make synth STAGE={first_stage}"],
-        primary_output_directory=f"cdk.out/{first_stage}",
+        commands=["make test", f"make synth STAGE={first_stage} OUTDIR={SYNTH_OUTDIR}"],
+        primary_output_directory=SYNTH_OUTDIR,
         build_environment=codebuild.BuildEnvironment(build_image=BUILD_IMAGE, compute_type=codebuild.ComputeType.LARGE),
         partial_build_spec=codebuild.BuildSpec.from_object(
             {"phases": {"install": {"runtime-versions": RUNTIME_VERSIONS}}}
