@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import aws_s3_assets as s3_assets
@@ -24,28 +23,12 @@ from triton_cdk.artifact_keys import EndpointArtifacts
 from triton_cdk.build.build_project import ModelBuildProject, retention
 from triton_cdk.build.ensure_artifact import ArtifactResourceProps, EnsureArtifacts
 from triton_cdk.build.requests import ArtifactRequest, artifact_requests, build_environment
-from triton_cdk.config import AppConfig, load_stage
+from triton_cdk.config import AppConfig
 from triton_cdk.config.loader import PROJECT_ROOT
 from triton_cdk.images import TritonImageLookup
 from triton_cdk.notifications import NotificationTopic
 
 MODEL_BUILD_DIR = PROJECT_ROOT / "model_build"
-
-
-class PromotionError(ValueError):
-    """`promote_from` names a stage whose artifacts cannot be located."""
-
-
-def promotion_source_bucket(config: AppConfig, config_dir: Path | None = None) -> str:
-    """The bucket of the stage this one promotes from; refused when that stage has no fixed name."""
-    source = load_stage(config.promote_from) if config_dir is None else load_stage(config.promote_from, config_dir)
-    if not source.artifacts.bucket_name:
-        raise PromotionError(
-            f"stage {config.stage!r} promotes from {config.promote_from!r}, whose artifacts.bucket_name is not set; "
-            f"set artifacts.bucket_name in config/{config.promote_from}.yaml (and list this stage's account in its "
-            "artifacts.reader_accounts when it deploys elsewhere)"
-        )
-    return source.artifacts.bucket_name
 
 
 class BuildStack(cdk.Stack):
@@ -57,7 +40,7 @@ class BuildStack(cdk.Stack):
         config: AppConfig,
         artifacts: ArtifactStack,
         endpoint_artifacts: Sequence[EndpointArtifacts],
-        config_dir: Path | None = None,
+        promotion_source_bucket: str | None = None,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -69,7 +52,9 @@ class BuildStack(cdk.Stack):
         self.requests = artifact_requests(self.endpoint_artifacts)
         self.projects: dict[str, ModelBuildProject] = {}
         self.topic = None
-        source_bucket = promotion_source_bucket(config, config_dir) if config.promote_from else None
+        if bool(config.promote_from) != bool(promotion_source_bucket):
+            raise ValueError("promotion_source_bucket is required exactly when config.promote_from is set")
+        source_bucket = promotion_source_bucket
 
         if source_bucket is None and self.requests:
             self._add_build_projects(artifacts)

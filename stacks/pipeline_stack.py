@@ -18,9 +18,9 @@ from constructs import Construct
 from triton_cdk.config import AppConfig
 from triton_cdk.config.pipeline import PipelineConfig, PipelineStageSettings
 from triton_cdk.pipeline.nag import acknowledge_pipeline_findings
-from triton_cdk.pipeline.promotion import check_promotion
 from triton_cdk.pipeline.stage import TritonStage
 from triton_cdk.pipeline.steps import approval_step, smoke_step, synth_step
+from triton_cdk.promotion import check_promotion
 
 
 class PipelineStack(cdk.Stack):
@@ -35,8 +35,8 @@ class PipelineStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.pipeline_config = pipeline_config
-        for stage in pipeline_config.stages:
-            config = stage_configs[stage.name]
+        # Refuse a promotion that would need a rebuild before any pipeline construct exists.
+        for config in stage_configs.values():
             if config.promote_from:
                 check_promotion(config, stage_configs[config.promote_from])
 
@@ -58,7 +58,9 @@ class PipelineStack(cdk.Stack):
         self.smoke_steps: dict[str, list[pipelines.CodeBuildStep]] = {}
         previous: PipelineStageSettings | None = None
         for stage in pipeline_config.stages:
-            self._add_stage(stage, stage_configs[stage.name], previous)
+            config = stage_configs[stage.name]
+            source = stage_configs[config.promote_from] if config.promote_from else None
+            self._add_stage(stage, config, source, previous)
             previous = stage
 
         self.pipeline.build_pipeline()
@@ -79,7 +81,11 @@ class PipelineStack(cdk.Stack):
         )
 
     def _add_stage(
-        self, stage: PipelineStageSettings, config: AppConfig, previous: PipelineStageSettings | None
+        self,
+        stage: PipelineStageSettings,
+        config: AppConfig,
+        promotion_source: AppConfig | None,
+        previous: PipelineStageSettings | None,
     ) -> None:
         pre = []
         if stage.approval:
@@ -88,7 +94,12 @@ class PipelineStack(cdk.Stack):
         pipeline_account = self.pipeline_config.account
         if not stage.regions:
             triton_stage = TritonStage(
-                self, stage.name, config=config, pipeline_account=pipeline_account, env=self._stage_env(config)
+                self,
+                stage.name,
+                config=config,
+                pipeline_account=pipeline_account,
+                promotion_source=promotion_source,
+                env=self._stage_env(config),
             )
             smoke = smoke_step(triton_stage, self.pipeline_config, self.source)
             self.pipeline.add_stage(triton_stage, pre=pre, post=[smoke])
@@ -104,6 +115,7 @@ class PipelineStack(cdk.Stack):
                 f"{stage.name}-{region}",
                 config=regional,
                 pipeline_account=pipeline_account,
+                promotion_source=promotion_source,
                 env=self._stage_env(regional),
             )
             smoke = smoke_step(triton_stage, self.pipeline_config, self.source)

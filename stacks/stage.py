@@ -12,6 +12,7 @@ from stacks.build_stack import BuildStack
 from stacks.endpoint_stack import EndpointStack
 from triton_cdk.artifact_keys import endpoint_artifacts
 from triton_cdk.config import AppConfig
+from triton_cdk.promotion import check_promotion, promotion_source_bucket
 
 
 @dataclass
@@ -25,7 +26,18 @@ def stack_prefix(config: AppConfig) -> str:
     return f"Triton-{config.stage}"
 
 
-def add_stage_stacks(scope: Construct, config: AppConfig) -> StageStacks:
+def add_stage_stacks(scope: Construct, config: AppConfig, *, promotion_source: AppConfig | None = None) -> StageStacks:
+    """`promotion_source`: the config of the stage named by `config.promote_from` (required then).
+
+    A promoting stage must need only artifacts its source builds (checked here, at synth) and
+    copies them from the source's bucket instead of building.
+    """
+    source_bucket = None
+    if config.promote_from:
+        if promotion_source is None or promotion_source.stage != config.promote_from:
+            raise ValueError(f"stage {config.stage!r} promotes from {config.promote_from!r}: pass that stage's config")
+        check_promotion(config, promotion_source)
+        source_bucket = promotion_source_bucket(config, promotion_source)
     env = cdk.Environment(account=config.account, region=config.region) if config.account or config.region else None
     prefix = stack_prefix(config)
     common = {"env": env, "tags": {"triton-stage": config.stage}}
@@ -37,6 +49,7 @@ def add_stage_stacks(scope: Construct, config: AppConfig) -> StageStacks:
         config=config,
         artifacts=artifacts,
         endpoint_artifacts=list(per_endpoint.values()),
+        promotion_source_bucket=source_bucket,
         **common,
     )
     endpoints = {}

@@ -39,7 +39,9 @@ def synth_stage(stage: str):
     outdir = tempfile.mkdtemp(prefix=f"cdk-{stage}-")
     # The CLI passes cdk.json's context (feature flags); tests must synthesize with the same.
     context = json.loads((PROJECT_ROOT / "cdk.json").read_text())["context"]
-    app, stacks = create_app(load_stage(stage), outdir=outdir, context=context)
+    config = load_stage(stage)
+    source = load_stage(config.promote_from) if config.promote_from else None
+    app, stacks, _ = create_app(config, promotion_source=source, outdir=outdir, context=context)
     return app, stacks, app.synth()
 
 

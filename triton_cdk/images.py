@@ -92,7 +92,17 @@ class TritonImageLookup(Construct):
         return self._mapping.find_in_map(cdk.Aws.REGION, "gpu" if gpu else "cpu")
 
     @property
+    def account(self) -> str:
+        """The AWS account that hosts the image in this region (the DLC registry)."""
+        return self._mapping.find_in_map(cdk.Aws.REGION, "account")
+
+    @property
+    def repository_name(self) -> str:
+        return self._repository
+
+    @property
     def repository_arn(self) -> str:
-        account = self._mapping.find_in_map(cdk.Aws.REGION, "account")
         stack = cdk.Stack.of(self)
-        return stack.format_arn(service="ecr", account=account, resource="repository", resource_name=self._repository)
+        return stack.format_arn(
+            service="ecr", account=self.account, resource="repository", resource_name=self._repository
+        )

@@ -12,6 +12,21 @@ from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
 
+def literal_or_placeholder(value: str, placeholder: str) -> str:
+    """How cdk-nag writes a stack attribute in a finding: the literal value where the stack's env
+    fixes it (e.g. "us-east-1"), the CloudFormation placeholder (e.g. "<AWS::Region>") where not."""
+    return placeholder if cdk.Token.is_unresolved(value) else value
+
+
+def arn_pattern(scope: IConstruct, service: str, resource: str) -> str:
+    """`arn:<partition>:<service>:<region>:<account>:<resource>` as cdk-nag prints it for `scope`'s stack."""
+    stack = cdk.Stack.of(scope)
+    partition = literal_or_placeholder(stack.partition, "<AWS::Partition>")
+    region = literal_or_placeholder(stack.region, "<AWS::Region>")
+    account = literal_or_placeholder(stack.account, "<AWS::AccountId>")
+    return f"arn:{partition}:{service}:{region}:{account}:{resource}"
+
+
 def enable_aws_solutions_checks(app: cdk.App) -> None:
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks())
 

@@ -7,7 +7,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from triton_cdk.artifacts import ArtifactStore
-from triton_cdk.nag import acknowledge
+from triton_cdk.nag import acknowledge, arn_pattern
 
 
 def _service_principal(service: str) -> iam.ServicePrincipal:
@@ -82,7 +82,7 @@ class SageMakerExecutionRole(Construct):
             applies_to=[
                 f"Resource::<{stack.get_logical_id(store.bucket.node.default_child)}.Arn>/{store.model_prefix}*",
                 "Resource::*",
-                "Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws/sagemaker/Endpoints/*",
+                "Resource::" + arn_pattern(self, "logs", "log-group:/aws/sagemaker/Endpoints/*"),
             ],
         )
 

@@ -138,15 +138,29 @@ def write_configs(folder: Path, *documents: dict) -> Path:
 
 
 def stage_stacks(app, config, config_dir: Path | None = None) -> dict:
-    """The artifact and build stacks of one stage (the endpoint stacks belong to other tests)."""
+    """The artifact and build stacks of one stage (the endpoint stacks belong to other tests).
+
+    A promoting stage's source config is read from `config_dir`, as app.py reads it from config/.
+    """
     from stacks.artifact_stack import ArtifactStack
     from stacks.build_stack import BuildStack
     from triton_cdk.artifact_keys import endpoint_artifacts
+    from triton_cdk.config import load_stage
+    from triton_cdk.promotion import promotion_source_bucket
+
+    source_bucket = None
+    if config.promote_from:
+        source_bucket = promotion_source_bucket(config, load_stage(config.promote_from, config_dir))
 
     prefix = f"Triton-{config.stage}"
     artifacts = ArtifactStack(app, f"{prefix}-Artifacts", config=config)
     located = [endpoint_artifacts(config, endpoint) for endpoint in config.endpoints]
     build = BuildStack(
-        app, f"{prefix}-Build", config=config, artifacts=artifacts, endpoint_artifacts=located, config_dir=config_dir
+        app,
+        f"{prefix}-Build",
+        config=config,
+        artifacts=artifacts,
+        endpoint_artifacts=located,
+        promotion_source_bucket=source_bucket,
     )
     return {f"{config.stage}-artifacts": artifacts, f"{config.stage}-build": build}

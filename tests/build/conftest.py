@@ -108,14 +108,11 @@ def handler():
 
 
 @pytest.fixture(scope="session")
-def dev_synth(tmp_path_factory) -> Synthesized:
-    """The shipped dev config through the real app factory (all stacks, as `cdk synth`)."""
-    from stacks.app_factory import create_app
-    from triton_cdk.config import load_stage
-
-    outdir = tmp_path_factory.mktemp("dev-synth")
-    app, stacks = create_app(load_stage("dev"), outdir=str(outdir))
-    return Synthesized(app, app.synth(), outdir, {"stage": stacks})
+def dev_synth(dev_stage) -> Synthesized:
+    """The shipped dev config through the real app factory (all stacks, as `cdk synth`), synthesized
+    once per session for every test area (tests/conftest.py)."""
+    app, stacks, assembly = dev_stage
+    return Synthesized(app, assembly, Path(assembly.directory), {"stage": stacks})
 
 
 @pytest.fixture(scope="session")

@@ -33,7 +33,8 @@ def test_image_uris_equal_the_sdks_retrieve_for_every_region_and_release() -> No
 
 
 def test_unknown_region_lists_where_the_image_exists() -> None:
-    with pytest.raises(ValueError, match="no SageMaker Triton 24.09 image in region 'xx-east-1'; available in: af-south-1"):
+    expected = r"no SageMaker Triton 24\.09 image in region 'xx-east-1'; available in: af-south-1"
+    with pytest.raises(ValueError, match=expected):
         triton_image("24.09", "xx-east-1", gpu=True)
 
 

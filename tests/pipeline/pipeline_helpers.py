@@ -9,15 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aws_cdk as cdk
-import pytest
 import yaml
 
 # Before aws_cdk loads (tests/conftest.py sets it too; this module may be imported first).
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from stacks import build_stack
 from stacks.pipeline_stack import PipelineStack, add_pipeline_stack
-from triton_cdk.config import load_stage
 from triton_cdk.config.pipeline import load_pipeline
 from triton_cdk.nag import enable_aws_solutions_checks
 
@@ -88,19 +85,13 @@ class SynthesizedPipeline:
 
 
 def synthesize(folder: Path) -> SynthesizedPipeline:
-    """The pipeline stack alone (with cdk-nag, as `make synth` runs it), from the configs in `folder`.
-
-    The build stack reads the promoted-from stage's config itself (from config/ unless given a
-    config_dir, which stacks/stage.py does not pass yet): point that lookup at `folder` meanwhile.
-    """
+    """The pipeline stack alone (with cdk-nag, as `make synth` runs it), from the configs in `folder`."""
     pipeline_config, stages = load_pipeline(folder / "pipeline.yaml")
     outdir = folder / "cdk.out"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(build_stack, "load_stage", lambda name, config_dir=folder: load_stage(name, config_dir))
-        # cdk.json's feature flags, as the CDK CLI passes them to `make synth`.
-        context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
-        app = cdk.App(outdir=str(outdir), context=context)
-        enable_aws_solutions_checks(app)
-        stack = add_pipeline_stack(app, pipeline_config, stages)
-        app.synth()
+    # cdk.json's feature flags, as the CDK CLI passes them to `make synth`.
+    context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+    app = cdk.App(outdir=str(outdir), context=context)
+    enable_aws_solutions_checks(app)
+    stack = add_pipeline_stack(app, pipeline_config, stages)
+    app.synth()
     return SynthesizedPipeline(stack, outdir)

@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from pipeline_helpers import DEV_BUCKET, PIPELINE_ACCOUNT, PROD_ACCOUNT, REPO_ROOT, SynthesizedPipeline
 
 from triton_cdk.pipeline.smoke_plan import SmokePlan
@@ -231,17 +230,7 @@ def test_pipeline_templates_are_cfn_lint_clean(default_pipeline):
 
 # --- cross-account, CodeCommit source, prod wave over two regions -----------------------------------
 
-# triton_cdk/roles.py acknowledges the execution role's log-group finding as `<AWS::Region>:<AWS::AccountId>`;
-# with a stage account/region set, cdk-nag writes them literally and synth fails. Strict: once roles.py
-# acknowledges both forms these pass, and the marker must go.
-ROLES_ACK_PENDING = pytest.mark.xfail(
-    strict=True,
-    raises=RuntimeError,
-    reason="roles.py: ExecutionRole IAM5 acknowledgement misses literal region/account (see docs/pipeline.md)",
-)
 
-
-@ROLES_ACK_PENDING
 def test_cross_account_wave_deploys_prod_to_each_region_after_one_approval(cross_account_pipeline):
     stages = cross_account_pipeline.pipeline_stages()
     assert [s["Name"] for s in stages if s["Name"] != "Assets"] == ["Source", "Build", "UpdatePipeline", "dev", "prod"]
@@ -272,7 +261,6 @@ def test_cross_account_wave_deploys_prod_to_each_region_after_one_approval(cross
         assert {e.name: e.max_latency_ms for e in plan.endpoints} == {"triton-mme": 2000, "triton-bert": 300}
 
 
-@ROLES_ACK_PENDING
 def test_cross_account_smoke_role_trusts_the_pipeline_account(cross_account_pipeline):
     templates = cross_account_pipeline.stage_templates("prod-us-west-2")
     access = templates["prod-us-west-2-Triton-prod-SmokeAccess"]
@@ -290,7 +278,6 @@ def test_cross_account_smoke_role_trusts_the_pipeline_account(cross_account_pipe
     assert f":sagemaker:us-west-2:{PROD_ACCOUNT}:endpoint/prod-triton-mme" in json.dumps(invoke["Resource"])
 
 
-@ROLES_ACK_PENDING
 def test_cross_account_pipeline_hands_artifacts_to_target_accounts(cross_account_pipeline):
     (key,) = cross_account_pipeline.resources("AWS::KMS::Key").values()
     policy = json.dumps(key["Properties"]["KeyPolicy"])

@@ -8,7 +8,7 @@ import pytest
 from stacks.pipeline_stack import PipelineStack
 from triton_cdk.config import AppConfig, load_stage
 from triton_cdk.config.pipeline import load_pipeline_config
-from triton_cdk.pipeline.promotion import PromotionError, check_promotion, promotion_problems, stage_artifacts
+from triton_cdk.promotion import PromotionError, check_promotion, promotion_problems, stage_artifacts
 
 DEV = load_stage("dev")
 PROD = load_stage("prod")

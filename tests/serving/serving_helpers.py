@@ -156,7 +156,7 @@ def read_assembly(config: AppConfig, stacks: StageStacks, assembly) -> Synthesiz
 
 
 def synthesize(config: AppConfig, outdir: Path) -> Synthesized:
-    app, stacks = create_app(config, outdir=str(outdir), context=cdk_json_context())
+    app, stacks, _ = create_app(config, outdir=str(outdir), context=cdk_json_context())
     return read_assembly(config, stacks, app.synth())
 
 

@@ -13,7 +13,7 @@ from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import pipelines
 from constructs import IConstruct
 
-from triton_cdk.nag import acknowledge
+from triton_cdk.nag import acknowledge, literal_or_placeholder
 
 # CDK's grantReadWrite on the artifact bucket and its KMS key.
 ARTIFACT_ACTIONS = (
@@ -33,23 +33,19 @@ def _ref(scope: IConstruct) -> str:
     return stack.resolve(stack.get_logical_id(scope.node.default_child))
 
 
-def _literal(value: str, placeholder: str) -> str:
-    return placeholder if cdk.Token.is_unresolved(value) else value
-
-
 def _account(scope: IConstruct) -> str:
     """The stack's account as cdk-nag writes it in findings: literal where the stack's env sets it."""
-    return _literal(cdk.Stack.of(scope).account, "<AWS::AccountId>")
+    return literal_or_placeholder(cdk.Stack.of(scope).account, "<AWS::AccountId>")
 
 
 def _partition(scope: IConstruct) -> str:
     # Literal ("aws") once the region is known and @aws-cdk/core:enablePartitionLiterals is on (cdk.json).
-    return _literal(cdk.Stack.of(scope).partition, "<AWS::Partition>")
+    return literal_or_placeholder(cdk.Stack.of(scope).partition, "<AWS::Partition>")
 
 
 def _env_parts(scope: IConstruct) -> str:
     """`<AWS::Region>:<AWS::AccountId>`, or the literal region/account where the stack's env sets them."""
-    return f"{_literal(cdk.Stack.of(scope).region, '<AWS::Region>')}:{_account(scope)}"
+    return f"{literal_or_placeholder(cdk.Stack.of(scope).region, '<AWS::Region>')}:{_account(scope)}"
 
 
 def acknowledge_pipeline_findings(scope: IConstruct, pipeline: pipelines.CodePipeline) -> None:

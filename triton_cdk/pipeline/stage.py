@@ -14,7 +14,7 @@ from constructs import Construct
 from stacks.artifact_stack import ArtifactStack
 from stacks.stage import StageStacks, add_stage_stacks, stack_prefix
 from triton_cdk.config import AppConfig
-from triton_cdk.pipeline.promotion import stage_artifacts
+from triton_cdk.promotion import stage_artifacts
 
 
 def smoke_role_name(stage: str, region: str) -> str:
@@ -87,11 +87,12 @@ class TritonStage(cdk.Stage):
         *,
         config: AppConfig,
         pipeline_account: str | None,
+        promotion_source: AppConfig | None = None,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
-        self.stacks: StageStacks = add_stage_stacks(self, config)
+        self.stacks: StageStacks = add_stage_stacks(self, config, promotion_source=promotion_source)
         self.smoke_access = SmokeAccessStack(
             self,
             f"{stack_prefix(config)}-SmokeAccess",

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# First: triton_cdk.artifact_keys cannot be the first of the package to load (import cycle through
-# triton_cdk.build_matching and triton_cdk.config.app).
-import triton_cdk.config  # noqa: F401
 from triton_cdk.artifact_keys import ModelArtifact, endpoint_artifacts
 from triton_cdk.config import AppConfig
 from triton_cdk.config.loader import PROJECT_ROOT
@@ -86,3 +83,14 @@ def check_promotion(target: AppConfig, source: AppConfig, base_dir: Path = PROJE
             f"stage {target.stage!r} promotes from {source.stage!r} but would need artifacts "
             f"{source.stage!r} never builds (prod never rebuilds):\n" + "\n".join(f"  {p}" for p in problems)
         )
+
+
+def promotion_source_bucket(target: AppConfig, source: AppConfig) -> str:
+    """The bucket `target` copies artifacts from; refused when the source stage has no fixed name."""
+    if not source.artifacts.bucket_name:
+        raise PromotionError(
+            f"stage {target.stage!r} promotes from {source.stage!r}, whose artifacts.bucket_name is not set; "
+            f"set artifacts.bucket_name in config/{source.stage}.yaml (and list this stage's account in its "
+            "artifacts.reader_accounts when it deploys elsewhere)"
+        )
+    return source.artifacts.bucket_name
