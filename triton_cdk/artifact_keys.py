@@ -19,8 +19,8 @@ from model_build.key import (
     source_fingerprint,
     uncompressed_model_prefix,
 )
+from model_build.matching import BuildPlan, match_build
 from model_build.settings import ModelSettings
-from triton_cdk.build_matching import BuildPlan, match_build
 from triton_cdk.config import AppConfig
 from triton_cdk.config.endpoint import EndpointSettings
 from triton_cdk.config.loader import PROJECT_ROOT

@@ -9,29 +9,31 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
-from model_build.app_config import load_model_settings
+from model_build.app_config import load_model_settings, read_yaml
 from model_build.catalogue import UnknownInstanceTypeError, instance_type
 from model_build.errors import ModelBuildError
 from model_build.key import PORTABLE_TARGET, artifact_digest, model_artifact_key, source_fingerprint
+from model_build.matching import BuildMatchError, match_build
 from model_build.settings import ModelSettings
 
 NAME = "key"
 HELP = "Print the content-addressed S3 key of a model's artifact (same inputs, same key)."
 
-AMPERE_PLUS_TARGET = "ampere+"
 _GPU_TARGET = re.compile(r"^(sm\d{2,3}|ampere\+|portable)$")
-HARDWARE_COMPATIBILITY = ("none", "ampere+")
 
 
-def gpu_target_for_instance(settings: ModelSettings, instance_name: str, hardware_compatibility: str | None) -> str:
-    """GPU target of `settings`' artifact when served on `instance_name`.
+@dataclass(frozen=True)
+class Fleet:
+    arn: str
+    gpu: str
 
-    TensorRT engines only run on the GPU architecture that built them (../shared/README.md), so
-    the target is the serving GPU's SM ("sm86" for ml.g5), or "ampere+" for hardware-compatible
-    engines, which run on any Ampere-or-newer GPU but never on T4 or V100.
-    """
+
+def gpu_target_for_instance(settings: ModelSettings, instance_name: str, release: str, fleet: Fleet | None) -> str:
+    """GPU target of `settings`' artifact when served on `instance_name`: what the build/serve
+    matcher picks (model_build.matching), exactly as the CDK stacks do at synth."""
     try:
         instance = instance_type(instance_name)
     except UnknownInstanceTypeError as error:
@@ -43,15 +45,20 @@ def gpu_target_for_instance(settings: ModelSettings, instance_name: str, hardwar
             f"model {settings.name!r} is a {settings.platform} model and needs a GPU; {instance_name} has none. "
             "Choose a GPU instance type (ml.g4dn, ml.g5, ml.g6, ...)"
         )
-    compatibility = hardware_compatibility or settings.tensorrt.hardware_compatibility
-    if compatibility == AMPERE_PLUS_TARGET:
-        if not instance.gpu.is_ampere_or_newer:
-            raise ModelBuildError(
-                f"hardware compatibility ampere+ engines do not run on {instance_name} ({instance.gpu.model}, compute "
-                f"capability {instance.gpu.compute_capability}); use --hardware-compatibility none"
-            )
-        return AMPERE_PLUS_TARGET
-    return instance.gpu.sm
+    try:
+        return match_build(instance, release, fleet).gpu_target
+    except BuildMatchError as error:
+        raise ModelBuildError(f"--instance-type: {error}") from None
+
+
+def _fleet(config_path: Path) -> Fleet | None:
+    """`build.fleet` of the app config, which changes how Ampere-or-newer and T4 targets are built."""
+    fleet = (read_yaml(config_path).get("build") or {}).get("fleet")
+    if not fleet:
+        return None
+    if not isinstance(fleet, dict) or not {"arn", "gpu"} <= set(fleet):
+        raise ModelBuildError(f"{config_path}: build.fleet: needs 'arn' and 'gpu'")
+    return Fleet(arn=str(fleet["arn"]), gpu=str(fleet["gpu"]))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,13 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="model name under `models:` in --config")
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--gpu-target", help="sm86 (exact GPU architecture), ampere+ or portable")
-    target.add_argument("--instance-type", help="serving instance type, e.g. ml.g5.xlarge: the target follows from it")
-    parser.add_argument(
-        "--hardware-compatibility",
-        choices=HARDWARE_COMPATIBILITY,
-        default=None,
-        help="with --instance-type: TensorRT hardware compatibility. "
-        "Default: the model's tensorrt.hardware_compatibility",
+    target.add_argument(
+        "--instance-type",
+        help="serving instance type, e.g. ml.g5.xlarge: the target follows from it (and from build.fleet) "
+        "as the CDK app decides it",
     )
     parser.add_argument(
         "--base-dir", type=Path, default=Path("."), help="folder that source.path is relative to. Default: ."
@@ -76,15 +80,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     settings, release = load_model_settings(args.config, args.model)
     if args.gpu_target is not None:
-        if args.hardware_compatibility is not None:
-            raise ModelBuildError("--hardware-compatibility goes with --instance-type, not --gpu-target")
         if not _GPU_TARGET.match(args.gpu_target):
             raise ModelBuildError(
                 f"--gpu-target {args.gpu_target!r} is not valid; use an SM tag like sm86, ampere+ or portable"
             )
         gpu_target = args.gpu_target
     else:
-        gpu_target = gpu_target_for_instance(settings, args.instance_type, args.hardware_compatibility)
+        gpu_target = gpu_target_for_instance(settings, args.instance_type, release, _fleet(args.config))
     try:
         source = source_fingerprint(settings.source, args.base_dir)
     except FileNotFoundError as error:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from model_build.catalogue import INSTANCE_TYPES, instance_type
-from triton_cdk.build_matching import BuildMatchError, match_build
+from model_build.matching import BuildMatchError, match_build
 from triton_cdk.config.build import ReservedFleet
 
 FLEET_ARN = "arn:aws:codebuild:us-east-1:111111111111:fleet/t4-fleet:abc"

@@ -16,7 +16,7 @@ from model_build.key import model_artifact_key
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def write_config(folder: Path, *, release: str = "24.09", **overrides) -> Path:
+def write_config(folder: Path, *, release: str = "24.09", build: dict | None = None, **overrides) -> Path:
     detector = {
         "name": "detector",
         "source": {"path": "models/detector.onnx"},
@@ -32,6 +32,8 @@ def write_config(folder: Path, *, release: str = "24.09", **overrides) -> Path:
         "instance_groups": [{"count": 1, "kind": "KIND_CPU"}],
     }
     document = {"stage": "test", "triton_release": release, "models": [detector, classifier]}
+    if build:
+        document["build"] = build
     config = folder / "config.yaml"
     config.write_text(yaml.safe_dump(document))
     return config
@@ -72,20 +74,47 @@ def test_same_inputs_give_the_same_key(project: Path) -> None:
     assert first.startswith("models/detector/") and first.endswith("/model.tar.gz")
 
 
-def test_instance_type_picks_the_gpu_target(project: Path) -> None:
+def test_instance_type_picks_the_gpu_target_as_the_build_matcher_does(project: Path) -> None:
     assert key_of(project, "--instance-type", "ml.g5.xlarge") == key_of(project, "--gpu-target", "sm86")
-    assert key_of(project, "--instance-type", "ml.g4dn.xlarge") == key_of(project, "--gpu-target", "sm75")
-    # Hardware-compatible (ampere+) engines are one artifact for every Ampere-or-newer instance.
-    g5 = key_of(project, "--instance-type", "ml.g5.2xlarge", "--hardware-compatibility", "ampere+")
-    assert g5 == key_of(project, "--instance-type", "ml.p4d.24xlarge", "--hardware-compatibility", "ampere+")
-    assert g5 == key_of(project, "--gpu-target", "ampere+")
-    assert g5 != key_of(project, "--instance-type", "ml.g5.2xlarge")
+    # Ampere-or-newer targets other than A10G get the A10G build with hardware compatibility ampere+:
+    # one artifact for all of them.
+    g6 = key_of(project, "--instance-type", "ml.g6.xlarge")
+    assert g6 == key_of(project, "--instance-type", "ml.p4d.24xlarge") == key_of(project, "--gpu-target", "ampere+")
+    assert g6 != key_of(project, "--instance-type", "ml.g5.2xlarge")
+    assert key_of(project, "--instance-type", "ml.p3.2xlarge") == key_of(project, "--gpu-target", "sm70")
 
 
-def test_hardware_compatibility_defaults_to_the_model_setting(project: Path) -> None:
-    config = write_config(project, tensorrt={"precision": "fp16", "hardware_compatibility": "ampere+"})
-    via_instance = key_of(project, "--instance-type", "ml.g6.xlarge", config=config)
-    assert via_instance == key_of(project, "--gpu-target", "ampere+", config=config)
+def test_a_fleet_in_the_config_changes_the_target(project: Path) -> None:
+    fleet = {"fleet": {"arn": "arn:aws:codebuild:us-east-1:111111111111:fleet/l4:1", "gpu": "L4"}}
+    config = write_config(project, build=fleet)
+    assert key_of(project, "--instance-type", "ml.g6.xlarge", config=config) == key_of(
+        project, "--gpu-target", "sm89", config=config
+    )
+    t4 = write_config(project, build={"fleet": {"arn": fleet["fleet"]["arn"], "gpu": "T4"}})
+    assert key_of(project, "--instance-type", "ml.g4dn.xlarge", config=t4) == key_of(
+        project, "--gpu-target", "sm75", config=t4
+    )
+
+
+def test_the_cli_key_is_the_key_the_cdk_app_deploys() -> None:
+    """Same function, same inputs: what `key` prints is what the endpoint stacks point at."""
+    from triton_cdk.artifact_keys import endpoint_artifacts
+    from triton_cdk.config import load_stage
+
+    config = load_stage("dev")
+    for endpoint in config.endpoints:
+        for artifact in endpoint_artifacts(config, endpoint).models:
+            code, out, err = run_key(
+                "--config",
+                str(ROOT / "config" / "dev.yaml"),
+                "--model",
+                artifact.model.name,
+                "--instance-type",
+                endpoint.instance_type,
+                "--base-dir",
+                str(ROOT),
+            )
+            assert (code, out.strip()) == (0, artifact.key), err
 
 
 @pytest.mark.parametrize(
@@ -153,12 +182,8 @@ def test_the_repository_config_keys_export_recipes(monkeypatch) -> None:
             "model 'detector' is a tensorrt_plan model and needs a GPU; ml.c5.xlarge",
         ),
         (
-            ["--instance-type", "ml.g4dn.xlarge", "--hardware-compatibility", "ampere+"],
-            "hardware compatibility ampere+ engines do not run on ml.g4dn.xlarge (T4, compute capability 7.5)",
-        ),
-        (
-            ["--gpu-target", "sm86", "--hardware-compatibility", "none"],
-            "--hardware-compatibility goes with --instance-type, not --gpu-target",
+            ["--instance-type", "ml.g4dn.xlarge"],
+            "--instance-type: ml.g4dn.xlarge (T4) cannot be matched. Options:",
         ),
     ],
 )

@@ -27,7 +27,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from triton_cdk.build_matching import BuildPlan
+from model_build.matching import BuildPlan
 from triton_cdk.config.build import BuildSettings
 from triton_cdk.images import TritonImageLookup
 from triton_cdk.nag import acknowledge

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from model_build import releases
+from model_build.matching import BuildPlan
 from model_build.settings import ModelSettings
 from triton_cdk.artifact_keys import EndpointArtifacts, ModelArtifact
-from triton_cdk.build_matching import BuildPlan
 
 # Build environments: one CodeBuild project each (compute type and image differ).
 CPU_ENVIRONMENT = "Package"  # no GPU build: ONNX Runtime / Python backend models are only packaged

@@ -11,8 +11,8 @@ from pydantic import Field, model_validator
 
 from model_build import releases
 from model_build.catalogue import UnknownInstanceTypeError, instance_type
+from model_build.matching import BuildMatchError, match_build
 from model_build.settings import ModelSettings, StrictModel
-from triton_cdk.build_matching import BuildMatchError, match_build
 from triton_cdk.config.build import BuildSettings
 from triton_cdk.config.endpoint import EndpointSettings
 from triton_cdk.images import known_triton_releases, triton_image

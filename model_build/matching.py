@@ -6,19 +6,25 @@ from NVIDIA's TensorRT support matrix). CodeBuild's on-demand GPU builds offer e
 (`BUILD_GENERAL1_SMALL` = 1 x A10G, `BUILD_GENERAL1_LARGE` = 4 x V100); `ampere+` makes an
 A10G-built engine run on any Ampere-or-newer GPU (never on T4 or V100); reserved-capacity fleets
 can offer other GPUs. Everything else is refused here, at synth, with the options listed.
+
+Standard library and model_build only: the CDK app (artifact keys, build projects) and
+`model_build key --instance-type` decide the same way, so both name an artifact identically.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from model_build import releases
 from model_build.catalogue import A10G, GPUS, V100, Gpu, InstanceType
 
-if TYPE_CHECKING:
-    # Type only: triton_cdk.config imports this module, so a runtime import would be circular.
-    from triton_cdk.config.build import ReservedFleet
+
+class ReservedFleet(Protocol):
+    """A CodeBuild reserved-capacity fleet (triton_cdk.config.build.ReservedFleet in the app config)."""
+
+    arn: str
+    gpu: str  # GPU model of its hosts, as in the instance catalogue: T4, A10G, ...
 
 
 @dataclass(frozen=True)
