@@ -146,15 +146,18 @@ def scan_model(repository: Path, model: str) -> list[Entry]:
     if config.is_symlink() or not config.is_file():
         raise InvalidModelError(f"{model_dir}: model folder has no config.pbtxt (a regular file); add one")
     entries = [Entry(model, model_dir, True, 0o755, 0)]
-    entries.extend(_scan_folder(model_dir, model))
+    entries.extend(_scan_folder(model_dir, model, first="config.pbtxt"))
     return entries
 
 
-def _scan_folder(folder: Path, arcname: str) -> Iterator[Entry]:
+def _scan_folder(folder: Path, arcname: str, first: str | None = None) -> Iterator[Entry]:
     """Every file's bytes come from inside the repository: symlinks (the only way out of it for a
-    path found by walking) are refused, as are devices, FIFOs and sockets."""
+    path found by walking) are refused, as are devices, FIFOs and sockets.
+
+    Sorted by name, except that `first` (a model's config.pbtxt) leads: a reader that only needs
+    the config (the pipeline's smoke test) stops before a multi-GiB engine."""
     with os.scandir(folder) as listing:
-        children = sorted(listing, key=lambda child: child.name)
+        children = sorted(listing, key=lambda child: (child.name != first, child.name))
     for child in children:
         path = Path(child.path)
         name = child.name

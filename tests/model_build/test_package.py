@@ -144,7 +144,12 @@ def check_with_tarfile(archive: Path, models: list[str], mode: str) -> None:
             else:
                 assert member.isreg()
                 assert tar.extractfile(member).read() == data
-    assert names == sorted(names, key=lambda name: name.split("/"))  # sorted, folders before their contents
+    # Sorted, folders before their contents, except each model's config.pbtxt right after its folder.
+    assert names == sorted(
+        names, key=lambda name: [(part != "config.pbtxt" or i != 1, part) for i, part in enumerate(name.split("/"))]
+    )
+    for model in {name.split("/")[0] for name in names}:
+        assert names[names.index(model) + 1] == f"{model}/config.pbtxt"
     assert set(names) == set(expected)
 
 
