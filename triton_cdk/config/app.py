@@ -7,6 +7,8 @@ reports every problem with its field path instead of stopping at the first.
 
 from __future__ import annotations
 
+import re
+
 from pydantic import Field, model_validator
 
 from model_build import releases
@@ -36,8 +38,6 @@ class ArtifactSettings(StrictModel):
 
     @model_validator(mode="after")
     def _accounts(self) -> ArtifactSettings:
-        import re
-
         bad = [a for a in self.reader_accounts if not re.match(r"^\d{12}$", a)]
         if bad:
             raise ValueError(f"reader_accounts must be 12-digit account ids, got {bad}")
@@ -49,8 +49,6 @@ class NotificationSettings(StrictModel):
 
     @model_validator(mode="after")
     def _emails(self) -> NotificationSettings:
-        import re
-
         bad = [e for e in self.emails if not re.match(EMAIL_PATTERN, e)]
         if bad:
             raise ValueError(f"not e-mail addresses: {bad}")

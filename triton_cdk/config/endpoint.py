@@ -6,6 +6,7 @@ that need the instance catalogue or the model list live in triton_cdk.config.app
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, PositiveInt, model_validator
@@ -189,8 +190,6 @@ class EndpointSettings(StrictModel):
 
     @model_validator(mode="after")
     def _models(self) -> EndpointSettings:
-        import re
-
         bad = [m for m in self.models if not re.match(MODEL_NAME_PATTERN, m)]
         if bad:
             raise ValueError(f"model names {bad} are not valid Triton model names ({MODEL_NAME_PATTERN})")
