@@ -8,11 +8,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from endpoint_client.codec import Encoding
 from endpoint_client.errors import InvalidInputError
 from endpoint_client.retry import RetryPolicy
 from endpoint_client.triton_install import DEFAULT_TRITON_ENV
+from model_build.atomic import atomic_path
 from model_build.cli import run_cli
 
 PRINTED_VALUES = 64  # larger outputs print their first values only; --save-dir keeps them whole
@@ -201,14 +200,8 @@ def format_report(model: str, outputs: dict[str, np.ndarray]) -> str:
 def save_outputs(outputs: dict[str, np.ndarray], directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for name, array in outputs.items():
-        target = directory / f"{name}.npy"
-        with tempfile.NamedTemporaryFile(dir=directory, suffix=".npy.tmp", delete=False) as handle:
-            try:
-                np.save(handle, array, allow_pickle=array.dtype == np.object_)
-            except BaseException:
-                os.unlink(handle.name)  # nothing half-written is left behind
-                raise
-        os.replace(handle.name, target)
+        with atomic_path(directory / f"{name}.npy") as temp, temp.open("wb") as stream:
+            np.save(stream, array, allow_pickle=array.dtype == np.object_)
 
 
 def run_invoke(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
 
+from model_build.atomic import atomic_path
 from model_build.errors import InvalidModelError, MissingToolError, ModelBuildError
 
 OPSET = 17
@@ -169,14 +170,7 @@ def export_model(name: str, out: Path) -> Path:
     chosen = recipe(name)
     for module in chosen.modules:
         _import(module, name)  # fail before any work, naming the missing package
-    out.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    os.close(handle)
-    temp = Path(temp_name)
-    try:
+    with atomic_path(out) as temp:
         chosen.export(temp)
         check_exported(temp, chosen)
-        os.replace(temp, out)
-    finally:
-        temp.unlink(missing_ok=True)
     return out

@@ -13,8 +13,6 @@ max_batch_size is 1 (batches never exceed 1 then); any other fixed leading size 
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from google.protobuf import text_format
@@ -153,18 +151,3 @@ def render(config: mc.ModelConfig, source: Path | None = None) -> str:
 def parse(text: str) -> mc.ModelConfig:
     """Parse config.pbtxt text into a ModelConfig (syntax and field names are checked)."""
     return text_format.Parse(text, mc.ModelConfig())
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temp file in the same folder: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as temp:
-            temp.write(data)
-            temp.flush()
-            os.fsync(temp.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise

@@ -9,21 +9,20 @@ model_build.releases. Engines are tied to the TensorRT version and GPU architect
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 import shutil
 import socket
 import subprocess
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from model_build import pbtxt
+from model_build.atomic import atomic_path, write_atomically
 from model_build.errors import InvalidModelError, MissingToolError, ModelBuildError
+from model_build.key import file_sha256
 from model_build.onnx_inspect import DYNAMIC, ModelSignature
 from model_build.releases import same_tensorrt
 from model_build.settings import ModelSettings
@@ -222,14 +221,6 @@ def check_expectations(
         )
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 @dataclass(frozen=True)
 class BuildResult:
     engine: Path
@@ -268,21 +259,18 @@ def build_engine(
             f"(compute capability {gpu.compute_capability})"
         )
 
-    engine.parent.mkdir(parents=True, exist_ok=True)
     timing_cache.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(prefix=".model.plan.", suffix=".tmp", dir=engine.parent)
-    os.close(handle)
-    temp_engine = Path(temp_name)
-    argv = trtexec_argv(
-        signature,
-        settings,
-        engine_path=temp_engine,
-        timing_cache=timing_cache,
-        trtexec=resolve_trtexec(trtexec),
-        calibration_cache=calibration_cache,
-    )
-    started = time.monotonic()
-    try:
+    info_file = model_dir / "build-info.json"
+    with atomic_path(engine) as temp_engine:
+        argv = trtexec_argv(
+            signature,
+            settings,
+            engine_path=temp_engine,
+            timing_cache=timing_cache,
+            trtexec=resolve_trtexec(trtexec),
+            calibration_cache=calibration_cache,
+        )
+        started = time.monotonic()
         temp_engine.unlink()  # trtexec writes it; an empty leftover must not pass for an engine
         result = subprocess.run(argv, capture_output=True, text=True, check=False)
         duration = round(time.monotonic() - started, 3)
@@ -300,8 +288,8 @@ def build_engine(
             "hostname": socket.gethostname(),
             "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "duration_s": duration,
-            "source": {"path": str(signature.path), "sha256": sha256_of(signature.path)},
-            "engine_sha256": sha256_of(temp_engine),
+            "source": {"path": str(signature.path), "sha256": file_sha256(signature.path)},
+            "engine_sha256": file_sha256(temp_engine),
             "options": {
                 "max_batch_size": settings.max_batch_size,
                 "tensorrt": settings.tensorrt.model_dump(mode="json"),
@@ -309,13 +297,9 @@ def build_engine(
             "shape_profiles": [asdict(p) for p in shape_profiles(signature, settings)],
             "argv": [arg.replace(str(temp_engine), str(engine)) for arg in argv],
         }
-        info_file = model_dir / "build-info.json"
-        # A stale record must never describe a new engine: drop it, swap the engine in, then write the
-        # new record (each step atomic). A crash in between leaves an engine without a record, which
-        # `package` can refuse, never a record that lies.
+        # A stale record must never describe a new engine: drop it before the engine is swapped in
+        # (when this block ends), then write the new record (each step atomic). A crash in between
+        # leaves an engine without a record, which `package` can refuse, never a record that lies.
         info_file.unlink(missing_ok=True)
-        temp_engine.replace(engine)
-        pbtxt.write_atomically(info_file, (json.dumps(info, indent=2) + "\n").encode())
-    finally:
-        temp_engine.unlink(missing_ok=True)
+    write_atomically(info_file, (json.dumps(info, indent=2) + "\n").encode())
     return BuildResult(engine=engine, info_file=info_file, info=info)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from model_build import pbtxt
 from model_build.app_config import format_validation_error, load_model_settings
+from model_build.atomic import atomic_path, write_atomically
 from model_build.errors import ModelBuildError
 from model_build.onnx_inspect import inspect_model
 from model_build.settings import ModelSettings
@@ -69,15 +69,8 @@ def settings_from_args(args: argparse.Namespace) -> ModelSettings:
 
 
 def copy_atomically(source: Path, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp", delete=False) as temp:
-        temp_path = Path(temp.name)
-    try:
-        shutil.copyfile(source, temp_path)
-        temp_path.replace(target)
-    except BaseException:
-        temp_path.unlink(missing_ok=True)
-        raise
+    with atomic_path(target) as temp:
+        shutil.copyfile(source, temp)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -91,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if settings.platform == "onnxruntime_onnx":
         # Model first, config last: a folder with a config.pbtxt is a complete model to Triton.
         copy_atomically(args.onnx, model_dir / "1" / "model.onnx")
-    pbtxt.write_atomically(model_dir / "config.pbtxt", text.encode())
+    write_atomically(model_dir / "config.pbtxt", text.encode())
     print(f"wrote {model_dir / 'config.pbtxt'}", file=sys.stderr)
     if settings.platform == "tensorrt_plan":
         print(f"next: python -m model_build build ... writes {model_dir / '1' / 'model.plan'}", file=sys.stderr)

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tarfile
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -34,6 +32,7 @@ from tritonclient.utils import triton_to_np_dtype
 
 from endpoint_client import EndpointClient, RetryPolicy, smoke_test
 from endpoint_client.transport import SageMakerTransport
+from model_build.atomic import write_atomically
 from model_build.errors import ModelBuildError
 from triton_cdk.pipeline.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
 
@@ -258,12 +257,9 @@ def run_plan(
 
 
 def write_report(report: SmokeReport, directory: Path) -> None:
-    """report.json and summary.txt, each written whole (temp file + os.replace)."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """report.json and summary.txt, each written whole."""
     for name, text in (("report.json", json.dumps(report.to_dict(), indent=2)), ("summary.txt", report.summary())):
-        with tempfile.NamedTemporaryFile("w", dir=directory, delete=False, suffix=".tmp") as handle:
-            handle.write(text + "\n")
-        os.replace(handle.name, directory / name)
+        write_atomically(directory / name, (text + "\n").encode())
 
 
 # --- AWS wiring (CodeBuild) -------------------------------------------------------------------------
