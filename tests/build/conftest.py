@@ -4,11 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -30,35 +25,10 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 REGION = "us-east-1"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
-def moto_endpoint():
-    """A moto_server bound to 127.0.0.1 on a free port, stopped after the session."""
-    port = _free_port()
-    executable = Path(sys.executable).with_name("moto_server")
-    process = subprocess.Popen(
-        [str(executable), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/moto-api/", timeout=1)
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("moto_server did not start") from None
-                time.sleep(0.2)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+def moto_endpoint(moto_server_url: str) -> str:
+    """The session's moto_server (tests/conftest.py)."""
+    return moto_server_url
 
 
 @pytest.fixture

@@ -15,13 +15,7 @@ import contextlib
 import hashlib
 import io
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
@@ -43,40 +37,10 @@ MIB = 1024 * 1024
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    """A moto_server for this module, on 127.0.0.1 and a free port; always stopped."""
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/moto-api/", timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto_server did not start on {url}") from None
-                time.sleep(0.1)
-        yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+@pytest.fixture
+def moto_url(moto_server_url: str) -> str:
+    """The session's moto_server (tests/conftest.py)."""
+    return moto_server_url
 
 
 @pytest.fixture
@@ -255,7 +219,8 @@ def test_errors_are_model_build_errors(tmp_path: Path, s3, monkeypatch) -> None:
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    anonymous = boto3.client("s3", endpoint_url=s3.meta.endpoint_url, region_name="us-east-1")
+    # A fresh session: boto3's default one may hold credentials resolved by an earlier test.
+    anonymous = boto3.session.Session().client("s3", endpoint_url=s3.meta.endpoint_url, region_name="us-east-1")
     with pytest.raises(MissingToolError, match=r"no AWS credentials to upload to s3://b/k"):
         upload_file(write(tmp_path / "a", b"x"), "b", "k", client=anonymous)
 
