@@ -3,7 +3,12 @@
 import functools
 import json
 import os
+import subprocess
+import sys
 import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -53,3 +58,38 @@ def dev_stage():
 @pytest.fixture(scope="session")
 def prod_stage():
     return synth_stage("prod")
+
+
+@pytest.fixture(scope="session")
+def moto_server_url() -> Iterator[str]:
+    """One real moto_server (S3, KMS, ...) for the session, on 127.0.0.1 and a free port; always stopped.
+
+    Tests share it: each makes its own uniquely named buckets.
+    """
+    from endpoint_client.local_endpoint import free_port
+
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/moto-api/", timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto_server did not start on {url}") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
