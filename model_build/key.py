@@ -10,6 +10,7 @@ GPU target}). Standard library only: imported by the CDK app and by the build im
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -37,12 +38,25 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+@functools.lru_cache(maxsize=1024)
+def _cached_file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    return file_sha256(Path(path))
+
+
+def _source_file_sha256(path: Path) -> str:
+    """file_sha256, once per file version: one synth fingerprints a source for every endpoint and
+    stage that uses it, and a model file can be gigabytes. Size and mtime key the cache, so an
+    edited file is hashed again."""
+    info = path.stat()
+    return _cached_file_sha256(str(path), info.st_size, info.st_mtime_ns)
+
+
 def tree_sha256(root: Path) -> str:
     """Digest of a folder: relative paths and bytes of every file, in sorted order."""
     digest = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         relative = path.relative_to(root).as_posix()
-        digest.update(relative.encode() + b"\0" + file_sha256(path).encode() + b"\n")
+        digest.update(relative.encode() + b"\0" + _source_file_sha256(path).encode() + b"\n")
     return digest.hexdigest()
 
 
@@ -58,7 +72,7 @@ def source_fingerprint(source: ModelSource, base_dir: Path) -> str:
             return f"tree:{tree_sha256(path)}"
         if not path.is_file():
             raise FileNotFoundError(f"model source {source.path!r} not found under {base_dir}")
-        return f"file:{file_sha256(path)}"
+        return f"file:{_source_file_sha256(path)}"
     if source.s3_uri is not None:
         return f"s3:{source.s3_uri}"
     return f"export:{source.export}:v{EXPORT_RECIPE_VERSION}"
