@@ -12,6 +12,8 @@ STAGE ?= dev
 STAGES := dev prod
 # The default stage synthesizes into cdk.out/, others into cdk.out-<stage>/.
 OUTDIR = $(if $(filter dev,$(STAGE)),cdk.out,cdk.out-$(STAGE))
+# The promotion pipeline (config/pipeline.yaml) is its own app: `app.py -c pipeline=true`.
+PIPELINE_OUTDIR ?= cdk.out-pipeline
 CDK := node_modules/.bin/cdk
 CDK_FLAGS := --no-notices --no-version-reporting --ci
 
@@ -21,17 +23,21 @@ export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: bootstrap synth synth-all test lint pytest cfn-lint clean
+.PHONY: bootstrap synth synth-stage synth-pipeline synth-all test lint pytest cfn-lint clean deploy diff destroy \
+	deploy-pipeline
 
 # Area-specific targets (e.g. mk/local.mk: the local Triton endpoint and its environment).
 TRITON_ENV_STAMP :=
 -include mk/*.mk
 
 # Re-run pip when a requirements file changes (the stamp is older than it).
-$(BIN)/.requirements.stamp: requirements.txt requirements-dev.txt
+# The project itself is installed editable without dependencies: it only adds the console scripts
+# model-build and triton-endpoint (pyproject.toml).
+$(BIN)/.requirements.stamp: requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	@touch $@
 
 node_modules/.package.stamp: package.json package-lock.json
@@ -40,11 +46,44 @@ node_modules/.package.stamp: package.json package-lock.json
 
 bootstrap: $(BIN)/.requirements.stamp node_modules/.package.stamp
 
-synth: bootstrap
+# `make synth`: the stage's stacks (cdk.out/) and the pipeline (cdk.out-pipeline/).
+synth: synth-stage synth-pipeline
+
+synth-stage: bootstrap
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(CDK) synth -c stage=$(STAGE) $(CDK_FLAGS) --quiet -o $(OUTDIR)
 
+synth-pipeline: bootstrap
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(CDK) synth -c pipeline=true $(CDK_FLAGS) --quiet -o $(PIPELINE_OUTDIR)
+
+# Every stage of examples/config/ too, with the same gates (cdk-nag, Guard, cfn-lint).
+EXAMPLE_STAGES := $(basename $(notdir $(wildcard examples/config/*.yaml)))
+
 synth-all: bootstrap
-	@for s in $(STAGES); do $(MAKE) --no-print-directory synth STAGE=$$s; done
+	@for s in $(STAGES); do $(MAKE) --no-print-directory synth-stage STAGE=$$s; done
+	@$(MAKE) --no-print-directory synth-pipeline
+	@for s in $(EXAMPLE_STAGES); do \
+		PATH="$(CURDIR)/$(BIN):$$PATH" $(CDK) synth -c stage=$$s -c config_dir=examples/config $(CDK_FLAGS) --quiet \
+			-o cdk.out-example-$$s || exit 1; \
+	done
+
+# One stage's stacks only (Triton-<stage>-*), from the assembly `synth` just wrote and gated; the pipeline
+# stack is never selected here (deploy it with `make deploy-pipeline`). CDK asks before it widens IAM or
+# security groups; pass CDK_ARGS=... for more CLI options (e.g. --profile NAME).
+STAGE_STACKS = 'Triton-$(STAGE)-*'
+CDK_ARGS ?=
+
+deploy: synth-stage
+	$(CDK) deploy --app $(OUTDIR) $(STAGE_STACKS) $(CDK_FLAGS) --require-approval broadening $(CDK_ARGS)
+
+diff: synth-stage
+	$(CDK) diff --app $(OUTDIR) $(STAGE_STACKS) $(CDK_FLAGS) $(CDK_ARGS)
+
+# Retained on destroy (README, "Tear down"): the stage's KMS key, artifact and access-log buckets.
+destroy: synth-stage
+	$(CDK) destroy --app $(OUTDIR) $(STAGE_STACKS) $(CDK_FLAGS) $(CDK_ARGS)
+
+deploy-pipeline: synth-pipeline
+	$(CDK) deploy --app $(PIPELINE_OUTDIR) Triton-Pipeline $(CDK_FLAGS) --require-approval broadening $(CDK_ARGS)
 
 lint: bootstrap
 	$(BIN)/ruff check .

@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""CDK entry point: `cdk synth -c stage=dev` (the default stage is dev).
+"""CDK entry point: `cdk synth -c stage=dev` (the default stage is dev) synthesizes that stage's stacks;
+`cdk synth -c pipeline=true` synthesizes the promotion pipeline (config/pipeline.yaml) and, inside it,
+every stage it deploys. A stage never reads the pipeline's file, so a stage deploys without one.
 
 The environment is read here only; constructs get everything through props.
 """
 
+import re
 import sys
 from pathlib import Path
 
 import aws_cdk as cdk
 
-from stacks.app_factory import create_app
+from stacks.app_factory import create_app, create_pipeline_app
 from triton_cdk.config import ConfigError, load_stage
 from triton_cdk.config.loader import CONFIG_DIR
 from triton_cdk.config.pipeline import load_pipeline
@@ -19,17 +22,19 @@ from triton_cdk.promotion import PromotionError
 def main() -> None:
     context = cdk.App().node
     stage = context.try_get_context("stage") or "dev"
-    config_dir = Path(context.try_get_context("config_dir") or CONFIG_DIR)
+    config_dir = context.try_get_context("config_dir") or CONFIG_DIR
     try:
-        config = load_stage(stage, config_dir)
-        source = load_stage(config.promote_from, config_dir) if config.promote_from else None
-        pipeline = None
-        if (config_dir / "pipeline.yaml").is_file():
-            pipeline_config, stage_configs = load_pipeline(config_dir / "pipeline.yaml", config_dir)
-            # The pipeline stack lives in the first stage's app: it synthesizes that stage and self-mutates.
-            if stage == pipeline_config.stages[0].name:
-                pipeline = (pipeline_config, stage_configs)
-        app, _, _ = create_app(config, promotion_source=source, pipeline=pipeline)
+        if not isinstance(stage, str) or not re.fullmatch(r"[a-z][a-z0-9]{0,11}", stage):
+            raise ConfigError(f"-c stage={str(stage)[:64]!r}: a stage name like dev or prod ([a-z][a-z0-9]{{0,11}})")
+        if not isinstance(config_dir, str | Path):
+            raise ConfigError(f"-c config_dir={str(config_dir)[:64]!r}: expected a folder path")
+        config_dir = Path(config_dir)
+        if str(context.try_get_context("pipeline") or "false").lower() == "true":
+            app, _ = create_pipeline_app(*load_pipeline(config_dir / "pipeline.yaml", config_dir))
+        else:
+            config = load_stage(stage, config_dir)
+            source = load_stage(config.promote_from, config_dir) if config.promote_from else None
+            app, _ = create_app(config, promotion_source=source)
     except (ConfigError, PromotionError) as error:
         # Refused before anything is synthesized: nothing is written to cdk.out.
         print(f"ERROR: invalid configuration\n{error}", file=sys.stderr)

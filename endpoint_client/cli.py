@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from endpoint_client.client import EndpointClient
 from endpoint_client.codec import Encoding
 from endpoint_client.errors import InvalidInputError
 from endpoint_client.retry import RetryPolicy
+from endpoint_client.transport import INFERENCE_COMPONENT_NAME
 from endpoint_client.triton_install import DEFAULT_TRITON_ENV
 from model_build.atomic import atomic_path
 from model_build.cli import run_cli
@@ -42,6 +44,30 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
+def _port(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535; 0 picks a free one)")
+    return int(text)
+
+
+def _target_model(text: str) -> str:
+    """InvokeEndpoint's TargetModel rule (botocore sagemaker-runtime model, TargetModelHeader:
+    1-1024 characters, pattern \\A\\S[\\p{Print}]*\\z): no line breaks that could forge a header."""
+    if not 1 <= len(text) <= 1024 or text[0].isspace() or not text.isprintable():
+        raise argparse.ArgumentTypeError(
+            f"{text[:100]!r} is not a target model: 1-1024 printable characters, not starting with a space"
+        )
+    return text
+
+
+def _component_name(text: str) -> str:
+    if not INFERENCE_COMPONENT_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an inference component name (1-63 letters, digits and inner hyphens)"
+        )
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m endpoint_client",
@@ -54,7 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--endpoint-name", help="SageMaker endpoint (boto3 sagemaker-runtime invoke_endpoint)")
     where.add_argument("--url", help="a local endpoint, e.g. http://127.0.0.1:8080 from `make local`")
     invoke.add_argument("--region", help="AWS region of the endpoint (default: boto3's configuration)")
-    invoke.add_argument("--target-model", help="multi-model endpoints: the model archive, e.g. resnet50.tar.gz")
+    target = invoke.add_mutually_exclusive_group()
+    target.add_argument(
+        "--target-model", type=_target_model, help="multi-model endpoints: the model archive, e.g. resnet50.tar.gz"
+    )
+    target.add_argument(
+        "--inference-component",
+        type=_component_name,
+        help="endpoints hosting inference components: the component (InvokeEndpoint's InferenceComponentName)",
+    )
     invoke.add_argument("--model-name", help="single-model endpoints: the model's name, used in error messages")
     invoke.add_argument(
         "--encoding",
@@ -81,6 +115,19 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="FILE",
         help='a KServe v2 request: {"inputs": [{"name", "datatype", "shape", "data"}]}',
+    )
+    invoke.add_argument(
+        "--raw",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="a file's bytes as a one-element BYTES tensor, e.g. image=cat.jpg (repeatable)",
+    )
+    invoke.add_argument(
+        "--raw-shape",
+        default="1",
+        metavar="SHAPE",
+        help="shape of each --raw tensor, one element in all (default 1; 1x1 for a batching model with dims [1])",
     )
     invoke.add_argument("--preset", choices=presets.PRESETS, help="build inputs for a default model")
     invoke.add_argument(
@@ -129,7 +176,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TARGET=ARCHIVE",
         help="multi-model: load ARCHIVE as TARGET (e.g. add_sub.tar.gz=build/add_sub.tar.gz)",
     )
-    local.add_argument("--port", type=int, default=8080, help="loopback port (default 8080; 0 picks a free one)")
+    local.add_argument("--port", type=_port, default=8080, help="loopback port (default 8080; 0 picks a free one)")
+    local.add_argument(
+        "--inference-component",
+        type=_component_name,
+        help="play this inference component: requests may name it (invoke --inference-component) as on SageMaker",
+    )
+    local.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1); anything but loopback exposes the endpoint, with a warning",
+    )
     local.add_argument(
         "--env",
         action="append",
@@ -152,6 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
 def collect_inputs(args: argparse.Namespace) -> dict[str, np.ndarray]:
     groups = [input_files.load_array_file(spec) for spec in args.input]
     groups += [dict([input_files.parse_tensor_spec(spec)]) for spec in args.tensor]
+    if args.raw:
+        shape = input_files.parse_shape(args.raw_shape, "--raw-shape")
+        groups += [input_files.load_raw_file(spec, shape) for spec in args.raw]
     if args.inputs_json:
         groups.append(input_files.load_v2_json_file(args.inputs_json))
     if args.preset:
@@ -197,14 +257,36 @@ def format_report(model: str, outputs: dict[str, np.ndarray]) -> str:
     return "{\n" + f'  "model": {json.dumps(model)},\n  "outputs": {{\n' + ",\n".join(lines) + "\n  }\n}"
 
 
+def prepare_save_dir(directory: Path) -> None:
+    """Create --save-dir and check it is writable before the request is sent, not after the inference."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InvalidInputError(f"--save-dir {directory}: cannot create it ({error.strerror})") from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise InvalidInputError(f"--save-dir {directory}: not writable")
+
+
+def _output_file_name(name: str) -> str:
+    """The reply names the outputs: a name must stay one file in --save-dir (no '/', '..', absolute)."""
+    if not name or name in (".", "..") or any(c in name for c in "/\\\x00") or len(name) > 200:
+        raise InvalidInputError(
+            f"the reply has an output named {name[:100]!r}, which is not a plain file name; nothing was saved"
+        )
+    return f"{name}.npy"
+
+
 def save_outputs(outputs: dict[str, np.ndarray], directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
+    files = {name: _output_file_name(name) for name in outputs}  # every name checked before any write
+    prepare_save_dir(directory)
     for name, array in outputs.items():
-        with atomic_path(directory / f"{name}.npy") as temp, temp.open("wb") as stream:
+        with atomic_path(directory / files[name]) as temp, temp.open("wb") as stream:
             np.save(stream, array, allow_pickle=array.dtype == np.object_)
 
 
 def run_invoke(args: argparse.Namespace) -> int:
+    if args.save_dir:
+        prepare_save_dir(args.save_dir)
     tensors = collect_inputs(args)
     options = {"encoding": Encoding(args.encoding), "retry": RetryPolicy(attempts=args.attempts)}
     if args.url:
@@ -213,10 +295,12 @@ def run_invoke(args: argparse.Namespace) -> int:
         client = EndpointClient.for_endpoint(
             args.endpoint_name, region=args.region, model_name=args.model_name, **options
         )
-    outputs = client.invoke(tensors, target_model=args.target_model, outputs=args.output)
+    outputs = client.invoke(
+        tensors, target_model=args.target_model, inference_component=args.inference_component, outputs=args.output
+    )
     if args.save_dir:
         save_outputs(outputs, args.save_dir)
-    print(format_report(client.transport.describe(args.target_model), outputs))
+    print(format_report(client.transport.describe(args.target_model or args.inference_component), outputs))
     return 0
 
 
@@ -229,12 +313,19 @@ def _raise_stop(signum: int, _frame: object) -> None:
 
 
 def run_local(args: argparse.Namespace) -> int:
-    from endpoint_client.local_endpoint import LocalEndpoint  # the invoke path needs none of this
+    # the invoke path needs none of this
+    from endpoint_client.local_endpoint import LocalEndpoint, exposure_warning
+    from endpoint_client.onnx_standin import substitution_notice
 
     if args.multi_model == (args.archive is not None):
         raise InvalidInputError("give an ARCHIVE, or --multi-model (with --load TARGET=ARCHIVE) instead")
     if args.load and not args.multi_model:
         raise InvalidInputError("--load is for --multi-model endpoints")
+    if args.inference_component and args.multi_model:
+        raise InvalidInputError("--inference-component is for single-model endpoints (SageMaker's are)")
+    warning = exposure_warning(args.host)
+    if warning:
+        print(warning, file=sys.stderr)
     environment = dict(args.env)
     if args.model_name:
         environment["SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"] = args.model_name
@@ -243,6 +334,8 @@ def run_local(args: argparse.Namespace) -> int:
         environment=environment,
         multi_model=args.multi_model,
         port=args.port,
+        host=args.host,
+        inference_component=args.inference_component,
         triton_env=args.triton_env,
         startup_timeout=args.startup_timeout,
     )
@@ -255,6 +348,9 @@ def run_local(args: argparse.Namespace) -> int:
             served = f"multi-model: {', '.join(t for t, _ in args.load) or 'no model loaded yet'}"
         else:
             served = endpoint.plan.default_model if endpoint.plan else "?"
+        notice = substitution_notice(endpoint.substituted)
+        if notice:
+            print(notice, file=sys.stderr)
         print(f"serving {served} (log: {endpoint.log_path}); Ctrl-C stops", file=sys.stderr)
         print(endpoint.url, flush=True)
         while endpoint.process is not None and endpoint.process.poll() is None:

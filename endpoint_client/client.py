@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from endpoint_client.codec import Encoding, decode_response, encode_request
-from endpoint_client.errors import EndpointError
+from endpoint_client.errors import EndpointError, InvalidInputError
+from endpoint_client.limits import MAX_PAYLOAD_BYTES
 from endpoint_client.retry import RetryPolicy
 from endpoint_client.transport import LocalTransport, SageMakerTransport, Transport
 
@@ -40,16 +41,30 @@ class EndpointClient:
         inputs: Mapping[str, np.ndarray],
         *,
         target_model: str | None = None,
+        inference_component: str | None = None,
         outputs: Sequence[str] = (),
     ) -> dict[str, np.ndarray]:
-        """One inference; retries ModelNotReadyException per `retry`; raises EndpointError on a refusal."""
+        """One inference; retries ModelNotReadyException per `retry`; raises EndpointError on a refusal.
+
+        `target_model` picks a multi-model endpoint's model, `inference_component` an inference component.
+        """
+        if target_model and inference_component:
+            raise InvalidInputError("give a target model (multi-model endpoint) or an inference component, not both")
         request = encode_request(inputs, outputs=outputs, encoding=self.encoding)
-        reply = self.retry.call(lambda: self.transport.send(request, target_model=target_model))
+        if len(request.body) > MAX_PAYLOAD_BYTES:  # refused here, not as a broken pipe when the server hangs up
+            raise InvalidInputError(
+                f"the request is {len(request.body)} bytes ({self.encoding} encoding); SageMaker real-time "
+                f"endpoints accept at most {MAX_PAYLOAD_BYTES} bytes: send smaller batches"
+                + (" or the binary encoding" if self.encoding is Encoding.JSON else "")
+            )
+        # Only a component request passes the new keyword: transports written before it keep working.
+        component = {"inference_component": inference_component} if inference_component else {}
+        reply = self.retry.call(lambda: self.transport.send(request, target_model=target_model, **component))
         try:
             return decode_response(reply.body, reply.content_type)
         except Exception as error:  # tritonclient raises assorted errors on a reply it cannot read
             raise EndpointError(
-                self.transport.describe(target_model),
+                self.transport.describe(target_model or inference_component),
                 f"unreadable reply ({reply.content_type}, {len(reply.body)} bytes): {error}",
             ) from error
 
@@ -61,7 +76,10 @@ class SmokeResult:
 
 
 def smoke_test(
-    client: EndpointClient, models: Sequence[tuple[str | None, Mapping[str, np.ndarray]]]
+    client: EndpointClient,
+    models: Sequence[tuple[str | None, Mapping[str, np.ndarray]]],
+    *,
+    inference_component: str | None = None,
 ) -> list[SmokeResult]:
     """Invoke each (target model or None, inputs) once; fail on the first error or a non-finite output.
 
@@ -70,7 +88,7 @@ def smoke_test(
     """
     results = []
     for target_model, inputs in models:
-        outputs = client.invoke(inputs, target_model=target_model)
+        outputs = client.invoke(inputs, target_model=target_model, inference_component=inference_component)
         if not outputs:
             raise EndpointError(client.transport.describe(target_model), "the reply carried no outputs")
         for name, array in outputs.items():

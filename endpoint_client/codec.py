@@ -61,8 +61,12 @@ def encode_request(
         try:
             infer_input.set_data_from_numpy(array, binary_data=binary)
         except InferenceServerException as error:
-            # e.g. FP16/BF16 cannot be written as JSON numbers
-            raise InvalidInputError(f"input {name!r} ({datatype}) in {encoding} encoding: {error.message()}") from error
+            # e.g. FP16/BF16 cannot be written as JSON numbers, bytes that are not UTF-8 as JSON strings
+            if datatype == "BYTES" and "UTF-8" in error.message():
+                message = "its bytes are not UTF-8 text, which JSON strings must be: use the binary encoding"
+            else:
+                message = error.message()[:300]  # tritonclient's messages can quote the whole tensor
+            raise InvalidInputError(f"input {name!r} ({datatype}) in {encoding} encoding: {message}") from error
         infer_inputs.append(infer_input)
     requested = [triton_http.InferRequestedOutput(name, binary_data=binary) for name in outputs] or None
     body, json_size = triton_http.InferenceServerClient.generate_request_body(infer_inputs, outputs=requested)

@@ -3,11 +3,16 @@
 - `NAME=path.npy`: one tensor from a numpy file; `path.npz`: every array in it, by its key.
 - `NAME=DTYPE:SHAPE:VALUES`, e.g. `INPUT0=FP32:1x4:1,2,3,4` (Triton datatypes; SHAPE `AxB`).
 - A KServe v2 request as JSON: `{"inputs": [{"name", "datatype", "shape", "data"}]}`.
+- `NAME=FILE` raw: the file's bytes as one BYTES element (an image, a document), the way the
+  reference pipelines take requests.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import stat
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +20,7 @@ import numpy as np
 from tritonclient.utils import triton_to_np_dtype
 
 from endpoint_client.errors import InvalidInputError
+from endpoint_client.limits import MAX_PAYLOAD_BYTES
 
 TRITON_DATATYPES = (
     "BOOL",
@@ -46,14 +52,60 @@ def _split_name(spec: str, example: str) -> tuple[str, str]:
     return name, rest
 
 
-def _reshape(values: np.ndarray, shape: list[int], where: str) -> np.ndarray:
+# A .npy/.npz's arrays are sent as they are, so one larger than a request can hold is refused unread;
+# the slack covers .npy headers. JSON request files may be larger than their binary encoding.
+MAX_ARRAY_FILE_BYTES = MAX_PAYLOAD_BYTES + 64 * 1024
+MAX_JSON_FILE_BYTES = 8 * MAX_PAYLOAD_BYTES
+MAX_DIMENSIONS = 32
+
+
+def _check_shape(shape: list[int], where: str) -> None:
+    """Every element costs at least a byte of the request, so no shape may hold more than the payload limit."""
     if any(d < 0 for d in shape):
         raise InvalidInputError(f"{where}: shape {shape} has a negative dimension")
-    if values.size != int(np.prod(shape)):
+    if len(shape) > MAX_DIMENSIONS:
+        raise InvalidInputError(f"{where}: shape has {len(shape)} dimensions; at most {MAX_DIMENSIONS}")
+    if math.prod(shape) > MAX_PAYLOAD_BYTES:
         raise InvalidInputError(
-            f"{where}: {values.size} values do not fill shape {shape} ({int(np.prod(shape))} needed)"
+            f"{where}: shape {str(shape)[:100]} holds {math.prod(shape)} elements, more than a request of "
+            f"{MAX_PAYLOAD_BYTES} bytes (SageMaker's limit) can carry"
         )
+
+
+def _reshape(values: np.ndarray, shape: list[int], where: str) -> np.ndarray:
+    _check_shape(shape, where)
+    if values.size != math.prod(shape):
+        raise InvalidInputError(f"{where}: {values.size} values do not fill shape {shape} ({math.prod(shape)} needed)")
     return values.reshape(shape)
+
+
+def regular_file(path: Path, where: str, limit: int) -> int:
+    """The size of `path`, a regular file of at most `limit` bytes (a FIFO or device would block or never end)."""
+    try:
+        status = path.stat()
+    except OSError as error:
+        raise InvalidInputError(f"{where}: cannot read {path} ({error.strerror})") from error
+    if not stat.S_ISREG(status.st_mode):
+        raise InvalidInputError(f"{where}: {path} is not a regular file")
+    if status.st_size > limit:
+        raise InvalidInputError(
+            f"{where}: {path} is {status.st_size} bytes; SageMaker real-time endpoints accept at most "
+            f"{MAX_PAYLOAD_BYTES} bytes per request"
+        )
+    return status.st_size
+
+
+def read_bounded(path: Path, where: str, limit: int) -> bytes:
+    """At most `limit` bytes of a regular file, read with a cap (st_size can lie, e.g. in /proc)."""
+    regular_file(path, where, limit)
+    try:
+        with path.open("rb") as stream:
+            data = stream.read(limit + 1)
+    except OSError as error:
+        raise InvalidInputError(f"{where}: cannot read {path} ({error.strerror})") from error
+    if len(data) > limit:
+        raise InvalidInputError(f"{where}: {path} is over {limit} bytes")
+    return data
 
 
 def parse_tensor_spec(spec: str) -> tuple[str, np.ndarray]:
@@ -66,10 +118,7 @@ def parse_tensor_spec(spec: str) -> tuple[str, np.ndarray]:
     datatype, shape_text, values_text = parts
     where = f"tensor {name!r}"
     dtype = numpy_dtype(datatype, where)
-    try:
-        shape = [int(d) for d in shape_text.lower().split("x")]
-    except ValueError:
-        raise InvalidInputError(f"{where}: shape {shape_text!r} is not dimensions joined by 'x' (e.g. 1x4)") from None
+    shape = parse_shape(shape_text, where)
     items = [v.strip() for v in values_text.split(",") if v.strip()]
     values = _parse_values(items, dtype, where, datatype.upper())
     return name, _reshape(values, shape, where)
@@ -84,24 +133,44 @@ def _parse_values(items: list[str], dtype: np.dtype, where: str, datatype: str) 
             raise InvalidInputError(f"{where}: BOOL values must be true/false/1/0, got {','.join(items)!r}")
         return np.array([truth[v.lower()] for v in items], dtype=np.bool_)
     try:
+        if dtype.kind in "iu":  # whole numbers, each within the type's range
+            numbers = [int(v) for v in items]
+            info = np.iinfo(dtype)
+            wrong = [n for n in numbers if not info.min <= n <= info.max]
+            if wrong:
+                raise InvalidInputError(f"{where}: {wrong[0]} is outside {datatype}'s range {info.min}..{info.max}")
+            return np.array(numbers, dtype=dtype)
         return np.array(items).astype(dtype)
-    except ValueError:
-        raise InvalidInputError(f"{where}: values {','.join(items)!r} are not all {datatype} numbers") from None
+    except (ValueError, OverflowError) as error:
+        if isinstance(error, InvalidInputError):
+            raise
+        raise InvalidInputError(f"{where}: values {','.join(items)[:200]!r} are not all {datatype} numbers") from None
 
 
 def load_array_file(spec: str) -> dict[str, np.ndarray]:
     """`NAME=path.npy` -> {NAME: array}; `path.npz` -> every array in the archive, by key."""
     if spec.endswith(".npz") and "=" not in spec:
         path = Path(spec)
+        regular_file(path, str(path), MAX_ARRAY_FILE_BYTES)
         try:
+            with zipfile.ZipFile(path) as zipped:  # its members' real sizes, before numpy inflates them
+                inflated = sum(member.file_size for member in zipped.infolist())
+            if inflated > MAX_ARRAY_FILE_BYTES:
+                raise InvalidInputError(
+                    f"{path}: its arrays take {inflated} bytes; more than a request of {MAX_PAYLOAD_BYTES} bytes "
+                    "(SageMaker's limit) can carry"
+                )
             with np.load(path, allow_pickle=False) as archive:
                 return {key: archive[key] for key in archive.files}
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
+            if isinstance(error, InvalidInputError):
+                raise
             raise InvalidInputError(f"{path}: not a readable .npz file ({error})") from error
     name, path_text = _split_name(spec, "INPUT0=input0.npy, or inputs.npz")
     path = Path(path_text)
     if path.suffix != ".npy":
         raise InvalidInputError(f"input {name!r}: {path} is not a .npy file (use NAME=file.npy, or a .npz alone)")
+    regular_file(path, f"input {name!r}", MAX_ARRAY_FILE_BYTES)
     try:
         return {name: np.load(path, allow_pickle=False)}
     except (OSError, ValueError) as error:
@@ -119,28 +188,39 @@ def inputs_from_v2_json(document: Any, where: str) -> dict[str, np.ndarray]:
         missing = [k for k in ("name", "datatype", "shape", "data") if not isinstance(entry, dict) or k not in entry]
         if missing:
             raise InvalidInputError(f"{where}: inputs[{index}] lacks {', '.join(missing)}")
-        label = f"{where}: input {entry['name']!r}"
-        dtype = numpy_dtype(str(entry["datatype"]), label)
-        flat = np.array(entry["data"], dtype=object).reshape(-1)
+        if not isinstance(entry["name"], str) or not entry["name"]:
+            raise InvalidInputError(f"{where}: inputs[{index}].name must be a non-empty string")
+        label = f"{where}: input {entry['name'][:100]!r}"
+        if not isinstance(entry["datatype"], str):
+            raise InvalidInputError(f"{label}: datatype must be a string such as FP32")
+        dtype = numpy_dtype(entry["datatype"], label)
+        shape = entry["shape"]
+        if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
+            raise InvalidInputError(f"{label}: shape must be a list of whole numbers, e.g. [1, 4]")
+        _check_shape(shape, label)
         try:
+            flat = np.array(entry["data"], dtype=object).reshape(-1)
+            if dtype == np.object_ and not all(isinstance(v, str) for v in flat):
+                raise TypeError("BYTES data are strings")
             values = (
                 np.array([v.encode() if isinstance(v, str) else v for v in flat], dtype=object)
                 if dtype == np.object_
                 else flat.astype(dtype)
             )
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError, RecursionError):
             raise InvalidInputError(f"{label}: data are not all {entry['datatype']} values") from None
-        tensors[entry["name"]] = _reshape(values, [int(d) for d in entry["shape"]], label)
+        tensors[entry["name"]] = _reshape(values, shape, label)
     return tensors
 
 
 def load_v2_json_file(path: Path) -> dict[str, np.ndarray]:
+    text = read_bounded(path, str(path), MAX_JSON_FILE_BYTES)
     try:
-        document = json.loads(path.read_text())
-    except OSError as error:
-        raise InvalidInputError(f"{path}: cannot read ({error.strerror})") from error
-    except ValueError as error:
+        document = json.loads(text)
+    except ValueError as error:  # UnicodeDecodeError included
         raise InvalidInputError(f"{path}: not valid JSON ({error})") from error
+    except RecursionError:
+        raise InvalidInputError(f"{path}: the JSON is nested too deeply") from None
     return inputs_from_v2_json(document, str(path))
 
 
@@ -153,3 +233,22 @@ def merge(*groups: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
                 raise InvalidInputError(f"input {name!r} is given twice")
             merged[name] = array
     return merged
+
+
+def parse_shape(text: str, where: str) -> list[int]:
+    try:
+        shape = [int(d) for d in text.lower().split("x")]
+    except ValueError:
+        raise InvalidInputError(f"{where}: shape {text[:100]!r} is not dimensions joined by 'x' (e.g. 1x4)") from None
+    _check_shape(shape, where)
+    return shape
+
+
+def load_raw_file(spec: str, shape: list[int]) -> dict[str, np.ndarray]:
+    """`NAME=FILE` -> {NAME: a BYTES tensor of `shape` (one element) holding the file's bytes}."""
+    name, path_text = _split_name(spec, "image=cat.jpg")
+    path = Path(path_text)
+    if int(np.prod(shape)) != 1:
+        raise InvalidInputError(f"--raw-shape {'x'.join(map(str, shape))} holds {int(np.prod(shape))} elements, not 1")
+    data = read_bounded(path, f"input {name!r}", MAX_PAYLOAD_BYTES)  # a bigger one could not be sent
+    return {name: np.array([data], dtype=np.object_).reshape(shape)}

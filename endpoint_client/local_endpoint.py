@@ -2,9 +2,14 @@
 
 The archive is extracted as the model directory (SageMaker's /opt/ml/model), `tritonserver` is started
 with the arguments Triton's own serve script derives from the container environment
-(sagemaker_serve.py), and the endpoint counts as up once `/ping` answers 200 on 127.0.0.1. Multi-model
-mode starts with an empty repository and loads archives by name through Triton's SageMaker
-multi-model API (POST /models, DELETE /models/<name>), as the SageMaker platform does.
+(sagemaker_serve.py), and the endpoint counts as up once `/ping` answers 200. Multi-model mode starts
+with an empty repository and loads archives by name through the SageMaker multi-model API
+(POST /models, DELETE /models/<name>), as the SageMaker platform does.
+
+Every socket listens on loopback: Triton's own SageMaker service cannot be bound to an address (it
+always takes 0.0.0.0, see triton_backend.py), so it stays off; Triton serves KServe HTTP on a private
+127.0.0.1 port, and the SageMaker API is served by our front (front.py) on 127.0.0.1:PORT. `host`
+widens the front's address only when asked (the CLI's --host, with a warning); Triton stays on loopback.
 
 The server runs in its own process group; stop() ends the whole group (Python backend stubs
 included), also after a failed start.
@@ -14,26 +19,37 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
+import ipaddress
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 import urllib.parse
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
 from endpoint_client.codec import error_message
 from endpoint_client.errors import LocalEndpointError
+from endpoint_client.front import FrontServer, SageMakerAPI
+from endpoint_client.limits import MAX_ARCHIVE_MEMBERS, MAX_ARCHIVE_RATIO, MIN_ARCHIVE_ALLOWANCE_BYTES
+from endpoint_client.model_registry import ModelRegistry
+from endpoint_client.onnx_standin import substitute_onnx_models
 from endpoint_client.sagemaker_serve import ServePlan, serve_plan
-from endpoint_client.transport import http_request, json_request
+from endpoint_client.transport import INFERENCE_COMPONENT_NAME, http_request, json_request
+from endpoint_client.triton_backend import LOOPBACK, TritonHTTP, TritonUnavailable, local_arguments, network_options_in
 from endpoint_client.triton_install import DEFAULT_TRITON_ENV, TritonInstall
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-LOOPBACK = "127.0.0.1"  # Triton's SageMaker port binds all interfaces (no address flag): talk to loopback only
+# Container variables that would start another listening service (Vertex AI's) in tritonserver.
+_DROPPED_ENVIRONMENT = ("AIP_MODE", "AIP_HTTP_PORT")
 
 
 def free_port() -> int:
@@ -42,33 +58,68 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def ensure_port_free(port: int) -> None:
-    """Triton binds the SageMaker port on all interfaces and exits if it is taken; but a server already
-    there could answer our /ping first, so refuse a taken port before starting."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("0.0.0.0", port))  # binding only: no traffic leaves the machine
-        except OSError as error:
-            raise LocalEndpointError(
-                f"port {port} is in use ({error.strerror}); choose another with --port, or --port 0 for a free one"
-            ) from None
+def bind_address(host: str) -> str:
+    """An IP literal to bind the front to ("localhost" = 127.0.0.1); refuses names that need resolving."""
+    if host == "localhost":
+        return LOOPBACK
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        raise LocalEndpointError(f"--host {host!r} is not an IP address (e.g. 127.0.0.1, ::1 or 0.0.0.0)") from None
+
+
+def is_loopback(host: str) -> bool:
+    return ipaddress.ip_address(bind_address(host)).is_loopback
+
+
+def exposure_warning(host: str) -> str | None:
+    """The warning for a front bound beyond loopback (None on loopback)."""
+    if is_loopback(host):
+        return None
+    return (
+        f"WARNING: --host {host} lets every host that can reach this machine call the local endpoint, which has "
+        "no authentication (anyone can run inferences and load archives already extracted here); "
+        "Triton itself stays on 127.0.0.1"
+    )
 
 
 def extract_archive(archive: Path, destination: Path) -> None:
-    """Unpack model.tar.gz the way SageMaker does; refuses links and paths leaving `destination`."""
+    """Unpack model.tar.gz the way SageMaker does; refuses links, paths leaving `destination`, and
+    archives that would extract to far more than they weigh (a tar bomb, review finding 10)."""
     if not archive.is_file():
         raise LocalEndpointError(f"archive {archive} does not exist: build it with `python -m model_build package`")
-    destination.mkdir(parents=True, exist_ok=True)
     try:
         with tarfile.open(archive, "r:*") as tar:
+            _check_extracted_size(archive, tar)
+            destination.mkdir(parents=True, exist_ok=True)
             tar.extractall(destination, filter="data")
-    except (tarfile.TarError, OSError) as error:
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
         raise LocalEndpointError(f"archive {archive} cannot be extracted: {error}") from error
 
 
+def _check_extracted_size(archive: Path, tar: tarfile.TarFile) -> None:
+    """Read the members' headers (the archive is decompressed once, nothing written) and refuse too many
+    members or more bytes than MAX_ARCHIVE_RATIO times the archive (at least MIN_ARCHIVE_ALLOWANCE_BYTES)."""
+    allowance = max(MIN_ARCHIVE_ALLOWANCE_BYTES, MAX_ARCHIVE_RATIO * archive.stat().st_size)
+    total = 0
+    for members, member in enumerate(tar, start=1):
+        total += member.size
+        if members > MAX_ARCHIVE_MEMBERS:
+            raise LocalEndpointError(f"archive {archive} holds more than {MAX_ARCHIVE_MEMBERS} files; refused")
+        if total > allowance:
+            raise LocalEndpointError(
+                f"archive {archive} ({archive.stat().st_size} bytes) would extract to over {allowance} bytes; "
+                f"refused as a likely tar bomb (the local endpoint allows {MAX_ARCHIVE_RATIO}x the archive)"
+            )
+
+
 class LocalEndpoint:
-    """Start with `start()` (or `with LocalEndpoint(...) as endpoint:`); `url` is http://127.0.0.1:PORT."""
+    """Start with `start()` (or `with LocalEndpoint(...) as endpoint:`); `url` is http://127.0.0.1:PORT.
+
+    `host` (default 127.0.0.1) is the front's address; a non-loopback one exposes the endpoint.
+    `inference_component` names the inference component this single-model endpoint plays: requests
+    carrying X-Amzn-SageMaker-Inference-Component must name it.
+    """
 
     def __init__(
         self,
@@ -77,17 +128,28 @@ class LocalEndpoint:
         environment: Mapping[str, str] | None = None,
         multi_model: bool = False,
         port: int = 0,
+        host: str = LOOPBACK,
+        inference_component: str | None = None,
         triton_env: Path = DEFAULT_TRITON_ENV,
         workdir: Path | None = None,
         startup_timeout: float = 120.0,
     ) -> None:
         if multi_model == (archive is not None):
             raise ValueError("give an archive for a single-model endpoint, or multi_model=True without one")
+        if inference_component is not None:
+            if multi_model:
+                raise LocalEndpointError("a multi-model endpoint cannot host an inference component")
+            if not INFERENCE_COMPONENT_NAME.fullmatch(inference_component):
+                raise LocalEndpointError(
+                    f"{inference_component!r} is not an inference component name (1-63 letters, digits, inner hyphens)"
+                )
+        self.inference_component = inference_component
         self.archive = archive
         self.container_environment = dict(environment or {})
         if multi_model:
             self.container_environment["SAGEMAKER_MULTI_MODEL"] = "true"  # what SageMaker sets for Mode MultiModel
-        self.port = port or free_port()
+        self.host = bind_address(host)
+        self.port = port
         self.triton_env = triton_env
         self.startup_timeout = startup_timeout
         self._owned_workdir = tempfile.TemporaryDirectory(prefix="local-endpoint-") if workdir is None else None
@@ -95,10 +157,20 @@ class LocalEndpoint:
         self.log_path = self.workdir / "tritonserver.log"
         self.process: subprocess.Popen | None = None
         self.plan: ServePlan | None = None
+        self.front: FrontServer | None = None
+        self._front_thread: threading.Thread | None = None
+        self.triton: TritonHTTP | None = None
+        self.registry: ModelRegistry | None = None
+        # Models served by a Python-backend stand-in (ONNX Runtime on the CPU): endpoint_client.onnx_standin.
+        self.substituted: list[str] = []
 
     @property
     def url(self) -> str:
-        return f"http://{LOOPBACK}:{self.port}"
+        """Where this machine reaches the front (loopback when it is bound to every interface)."""
+        address = ipaddress.ip_address(self.host)
+        if address.is_unspecified:
+            return f"http://{LOOPBACK if address.version == 4 else '[::1]'}:{self.port}"
+        return f"http://{self.host}:{self.port}" if address.version == 4 else f"http://[{self.host}]:{self.port}"
 
     def __enter__(self) -> LocalEndpoint:
         self.start()
@@ -107,27 +179,48 @@ class LocalEndpoint:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
+    @property
+    def staging(self) -> Path:
+        """Where multi-model archives are extracted: the only folders POST /models will load."""
+        return self.workdir / "mme"
+
     def start(self) -> str:
+        widening = network_options_in(self.container_environment.get("SAGEMAKER_TRITON_ADDITIONAL_ARGS", ""))
+        if widening:
+            raise LocalEndpointError(
+                f"SAGEMAKER_TRITON_ADDITIONAL_ARGS sets {' '.join(widening)}: the local endpoint decides Triton's "
+                "addresses and ports itself (everything on 127.0.0.1); use --port / --host"
+            )
         model_repository = self.workdir / "opt-ml-model"
-        multi_model_repository = self.workdir / "tmp-sagemaker"
+        multi_model_repository = self.workdir / "tmp-sagemaker"  # multi-model: the served repository
         multi_model_repository.mkdir(parents=True, exist_ok=True)
+        self.staging.mkdir(parents=True, exist_ok=True)
         if self.archive is not None:
             extract_archive(self.archive, model_repository)
+            self.substituted += substitute_onnx_models(model_repository)
         install = TritonInstall.find(self.triton_env)
-        ensure_port_free(self.port)
+        self._bind_front()
         container_env = {"SAGEMAKER_BIND_TO_PORT": str(self.port), **self.container_environment}
-        self.plan = serve_plan(
-            container_env, model_repository=model_repository, multi_model_repository=multi_model_repository
-        )
-        backends = install.prepare_backends(self.workdir / "backends")
+        try:
+            self.plan = serve_plan(
+                container_env, model_repository=model_repository, multi_model_repository=multi_model_repository
+            )
+            key = secrets.token_hex(16)
+            self.triton = TritonHTTP(free_port(), key)
+            backends = install.prepare_backends(self.workdir / "backends")
+        except BaseException:
+            self.stop()
+            raise
         arguments = [
             str(install.binary),
-            *self.plan.arguments,
+            *local_arguments(self.plan.arguments, http_port=self.triton.port, key=key),
             f"--backend-directory={backends}",
             # Local-only: a shared-memory prefix of its own so two local endpoints never share regions.
             f"--backend-config=python,shm-region-prefix-name=local_endpoint_{os.getpid()}_{self.port}_",
         ]
-        env = install.environment({**os.environ, **container_env, **self.plan.environment})
+        base_env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENVIRONMENT}
+        container_env = {k: v for k, v in container_env.items() if k not in _DROPPED_ENVIRONMENT}
+        env = install.environment({**base_env, **container_env, **self.plan.environment})
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 arguments,
@@ -139,13 +232,29 @@ class LocalEndpoint:
                 preexec_fn=_die_with_parent,
             )
         try:
-            self._wait_for_ping()
+            self._wait_for_triton()
+            self._serve_front()
         except BaseException:
             self.stop()
             raise
         return self.url
 
-    def _wait_for_ping(self) -> None:
+    def _bind_front(self) -> None:
+        """Bind the front first: a taken port is refused before anything starts (no server of someone
+        else's can answer our /ping), and --port 0 learns its port here."""
+        try:
+            self.front = FrontServer(self.host, self.port)
+        except OSError as error:
+            problem = "is in use" if error.errno == errno.EADDRINUSE else "cannot be used"
+            raise LocalEndpointError(
+                f"port {self.port} on {self.host} {problem} ({error.strerror}); choose another with --port, "
+                "or --port 0 for a free one"
+            ) from None
+        self.port = self.front.server_address[1]
+
+    def _wait_for_triton(self) -> None:
+        assert self.triton is not None and self.plan is not None
+        mode = self.plan.environment["SAGEMAKER_TRITON_PING_MODE"]
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
@@ -153,16 +262,30 @@ class LocalEndpoint:
                     f"tritonserver exited with code {self.process.returncode} before /ping answered; "
                     f"its log ({self.log_path}) ends:\n{self.log_tail()}"
                 )
-            try:
-                status, _, _ = http_request("GET", self.url + "/ping", None, {}, timeout=2)
-            except Exception:  # not listening yet
-                status = 0
-            if status == 200 and self.process is not None and self.process.poll() is None:
-                return
+            with contextlib.suppress(TritonUnavailable):  # not listening yet
+                if self.triton.healthy(mode, timeout=2):
+                    return
             time.sleep(0.1)
         raise LocalEndpointError(
             f"/ping on {self.url} did not answer 200 within {self.startup_timeout:.0f} s; log ends:\n{self.log_tail()}"
         )
+
+    def _serve_front(self) -> None:
+        assert self.front is not None and self.triton is not None and self.plan is not None
+        if self.plan.multi_model:
+            self.registry = ModelRegistry(self.triton, repository=self.workdir / "tmp-sagemaker", staging=self.staging)
+        self.front.api = SageMakerAPI(
+            self.triton,
+            ping_mode=self.plan.environment["SAGEMAKER_TRITON_PING_MODE"],
+            default_model=self.plan.default_model,
+            registry=self.registry,
+            inference_component=self.inference_component,
+        )
+        self._front_thread = threading.Thread(target=self.front.serve_forever, name="local-endpoint-front", daemon=True)
+        self._front_thread.start()
+        status, _, _ = http_request("GET", self.url + "/ping", None, {}, timeout=10)
+        if status != 200:
+            raise LocalEndpointError(f"/ping on {self.url} answered {status}; log ends:\n{self.log_tail()}")
 
     def log_tail(self, lines: int = 25) -> str:
         try:
@@ -173,6 +296,12 @@ class LocalEndpoint:
 
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM the server's process group, SIGKILL it if still there after `timeout`; idempotent."""
+        front, self.front = self.front, None
+        if front is not None:
+            if self._front_thread is not None:
+                front.shutdown()  # only a running serve_forever may be shut down (it would wait forever)
+                self._front_thread = None
+            front.server_close()
         process, self.process = self.process, None
         if process is not None:
             _signal_group(process, signal.SIGTERM)
@@ -184,11 +313,12 @@ class LocalEndpoint:
             self._owned_workdir.cleanup()
             self._owned_workdir = None
 
-    # Triton's SageMaker multi-model API: what the SageMaker platform calls on an MME instance.
+    # The SageMaker multi-model API: what the SageMaker platform calls on an MME instance.
     def load_model(self, name: str, archive: Path) -> None:
         """Extract `archive` and load it under `name` (on SageMaker: the TargetModel, e.g. "add_sub.tar.gz")."""
-        model_dir = self.workdir / "mme" / urllib.parse.quote(name, safe="") / "model"
+        model_dir = self.staging / urllib.parse.quote(name, safe="") / "model"
         extract_archive(archive, model_dir)
+        self.substituted += substitute_onnx_models(model_dir)
         status, body = json_request("POST", f"{self.url}/models", {"model_name": name, "url": str(model_dir)}, 300)
         if status != 200:
             raise LocalEndpointError(f"loading model {name!r} failed: HTTP {status}: {error_message(body)}")

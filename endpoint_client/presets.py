@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from endpoint_client.errors import InvalidInputError
+from endpoint_client.inputs import read_bounded, regular_file
 
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
@@ -32,35 +33,74 @@ BERT_CLS, BERT_SEP, BERT_PAD = 101, 102, 0
 _FIRST_WORD_ID = 1000  # below this, bert-base-uncased keeps special and unused tokens
 
 
+# Bounds on an --image, checked from its header before any pixel is decoded (review finding 6: a 6 KB
+# 2000x1 PPM took 7.7 GB once scaled to 256 px on its short side): a 24-megapixel camera photo passes.
+MAX_IMAGE_FILE_BYTES = 64 * 1024 * 1024
+MAX_IMAGE_PIXELS = 25_000_000
+MAX_ASPECT_RATIO = 20  # resnet50 scales the short side to 256: the long side stays <= 5120 px
+
+
+def check_image_size(path: Path, height: int, width: int) -> None:
+    if height < 1 or width < 1:
+        raise InvalidInputError(f"image {path} is {width}x{height}: it has no pixels")
+    if height * width > MAX_IMAGE_PIXELS:
+        raise InvalidInputError(f"image {path} is {width}x{height}; at most {MAX_IMAGE_PIXELS} pixels are accepted")
+    if max(height, width) > MAX_ASPECT_RATIO * min(height, width):
+        raise InvalidInputError(
+            f"image {path} is {width}x{height}; its long side may be at most {MAX_ASPECT_RATIO} times its short side"
+        )
+
+
 def load_image(path: Path) -> np.ndarray:
     """An image as HxWx3 uint8 RGB: .npy (already HxWx3 uint8), binary PPM (P6), or anything Pillow reads."""
-    if not path.is_file():
+    if not path.exists():
         raise InvalidInputError(f"image {path} does not exist")
+    where = f"image {path}"
     if path.suffix == ".npy":
-        image = np.load(path, allow_pickle=False)
-    elif path.read_bytes()[:2] == b"P6":
-        image = _read_ppm(path)
+        regular_file(path, where, MAX_IMAGE_FILE_BYTES)
+        image = _read_npy(path)
     else:
-        try:
-            from PIL import Image
-        except ImportError:
-            raise InvalidInputError(
-                f"image {path}: reading {path.suffix or 'this format'} needs Pillow (`.venv/bin/pip install pillow`); "
-                "or pass a binary PPM or an HxWx3 uint8 .npy"
-            ) from None
-        with Image.open(path) as opened:
-            image = np.asarray(opened.convert("RGB"))
+        data = read_bounded(path, where, MAX_IMAGE_FILE_BYTES)
+        image = _read_ppm(path, data) if data[:2] == b"P6" else _read_with_pillow(path)
     if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
         raise InvalidInputError(f"image {path}: expected HxWx3 uint8 RGB, got shape {image.shape} {image.dtype}")
     return image
 
 
-def _read_ppm(path: Path) -> np.ndarray:
-    data = path.read_bytes()
-    fields = re.match(rb"P6\s+(?:#[^\n]*\s+)*(\d+)\s+(\d+)\s+(\d+)\s", data)
+def _read_npy(path: Path) -> np.ndarray:
+    try:
+        mapped = np.load(path, allow_pickle=False, mmap_mode="r")  # the header only; pixels stay on disk
+    except (OSError, ValueError) as error:
+        raise InvalidInputError(f"image {path}: not a readable .npy file ({error})") from error
+    if mapped.ndim != 3 or mapped.shape[2] != 3 or mapped.dtype != np.uint8:
+        raise InvalidInputError(f"image {path}: expected HxWx3 uint8 RGB, got shape {mapped.shape} {mapped.dtype}")
+    check_image_size(path, mapped.shape[0], mapped.shape[1])
+    return np.array(mapped)
+
+
+def _read_with_pillow(path: Path) -> np.ndarray:
+    try:
+        from PIL import Image
+    except ImportError:
+        raise InvalidInputError(
+            f"image {path}: reading {path.suffix or 'this format'} needs Pillow (`.venv/bin/pip install pillow`); "
+            "or pass a binary PPM or an HxWx3 uint8 .npy"
+        ) from None
+    try:
+        with Image.open(path) as opened:
+            width, height = opened.size  # from the header: nothing decoded yet
+            check_image_size(path, height, width)
+            return np.asarray(opened.convert("RGB"))
+    except (OSError, ValueError, Image.DecompressionBombError) as error:
+        raise InvalidInputError(f"image {path}: cannot be read ({error})") from error
+
+
+def _read_ppm(path: Path, data: bytes) -> np.ndarray:
+    fields = re.match(rb"P6\s+(?:#[^\n]*\s+)*(\d{1,9})\s+(\d{1,9})\s+(\d+)\s", data)
     if not fields or int(fields.group(3)) != 255:
         raise InvalidInputError(f"image {path}: not an 8-bit binary PPM (P6 WIDTH HEIGHT 255)")
     width, height = int(fields.group(1)), int(fields.group(2))
+    check_image_size(path, height, width)
     pixels = np.frombuffer(data, dtype=np.uint8, offset=fields.end())
     if pixels.size < width * height * 3:
         raise InvalidInputError(f"image {path}: PPM holds {pixels.size} bytes, {width * height * 3} needed")
@@ -68,16 +108,18 @@ def _read_ppm(path: Path) -> np.ndarray:
 
 
 def resize_bilinear(image: np.ndarray, height: int, width: int) -> np.ndarray:
-    """HxWxC -> height x width x C, float32, half-pixel centres (like OpenCV's INTER_LINEAR)."""
-    source = image.astype(np.float32)
-    in_h, in_w = source.shape[:2]
+    """HxWxC -> height x width x C, float32, half-pixel centres (like OpenCV's INTER_LINEAR).
+
+    Only the rows and columns used are turned into floats: never a float copy of a whole large image."""
+    in_h, in_w = image.shape[:2]
     ys = np.clip((np.arange(height) + 0.5) * in_h / height - 0.5, 0, in_h - 1)
     xs = np.clip((np.arange(width) + 0.5) * in_w / width - 0.5, 0, in_w - 1)
     y0, x0 = np.floor(ys).astype(int), np.floor(xs).astype(int)
     y1, x1 = np.minimum(y0 + 1, in_h - 1), np.minimum(x0 + 1, in_w - 1)
     wy, wx = (ys - y0)[:, None, None], (xs - x0)[None, :, None]
-    top = source[y0][:, x0] * (1 - wx) + source[y0][:, x1] * wx
-    bottom = source[y1][:, x0] * (1 - wx) + source[y1][:, x1] * wx
+    rows0, rows1 = image[y0].astype(np.float32), image[y1].astype(np.float32)
+    top = rows0[:, x0] * (1 - wx) + rows0[:, x1] * wx
+    bottom = rows1[:, x0] * (1 - wx) + rows1[:, x1] * wx
     return top * (1 - wy) + bottom * wy
 
 

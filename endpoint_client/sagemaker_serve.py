@@ -88,7 +88,14 @@ def serve_plan(env: Mapping[str, str], *, model_repository: Path, multi_model_re
 
 def _single_model(repository: Path, default_model: str | None) -> str:
     if default_model:
-        if not (repository / default_model).is_dir():
+        folder = repository / default_model
+        # One folder of the archive, no more: "../x" or "/x" would load a model.py from outside (finding 8).
+        if "/" in default_model or default_model in (".", "..") or "\x00" in default_model or folder.is_symlink():
+            raise LocalEndpointError(
+                f"SAGEMAKER_TRITON_DEFAULT_MODEL_NAME {default_model[:200]!r} must name a model folder at the top of "
+                f"the archive (folders: {', '.join(_model_dirs(repository)) or 'none'})"
+            )
+        if not folder.is_dir():
             raise LocalEndpointError(
                 f"SAGEMAKER_TRITON_DEFAULT_MODEL_NAME {default_model!r}: no such folder in the archive "
                 f"(folders: {', '.join(_model_dirs(repository)) or 'none'})"

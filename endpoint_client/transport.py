@@ -6,7 +6,9 @@ naming the model and carrying the server's own message.
 
 from __future__ import annotations
 
+import http.client
 import json
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -21,8 +23,13 @@ from endpoint_client.errors import (
     InvalidInputError,
     ModelNotReadyError,
 )
+from endpoint_client.limits import MAX_PAYLOAD_BYTES
 
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
+# InvokeEndpoint's InferenceComponentName travels as this header; its name rule is the API's
+# (botocore sagemaker-runtime model: InferenceComponentHeader, max 63, the pattern below).
+INFERENCE_COMPONENT_HEADER = "X-Amzn-SageMaker-Inference-Component"
+INFERENCE_COMPONENT_NAME = re.compile(r"[a-zA-Z0-9](?:[-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -32,7 +39,9 @@ class Reply:
 
 
 class Transport(Protocol):
-    def send(self, request: EncodedRequest, *, target_model: str | None = None) -> Reply: ...
+    def send(
+        self, request: EncodedRequest, *, target_model: str | None = None, inference_component: str | None = None
+    ) -> Reply: ...
 
     def describe(self, target_model: str | None) -> str:
         """How errors name the model: the TargetModel, else the endpoint."""
@@ -63,7 +72,9 @@ class SageMakerTransport:
         model = target_model or self.model_name
         return f"{model} on endpoint {self.endpoint_name}" if model else f"endpoint {self.endpoint_name}"
 
-    def send(self, request: EncodedRequest, *, target_model: str | None = None) -> Reply:
+    def send(
+        self, request: EncodedRequest, *, target_model: str | None = None, inference_component: str | None = None
+    ) -> Reply:
         from botocore.exceptions import BotoCoreError, ClientError
 
         kwargs: dict[str, Any] = {
@@ -73,13 +84,19 @@ class SageMakerTransport:
         }
         if target_model:
             kwargs["TargetModel"] = target_model
+        if inference_component:
+            kwargs["InferenceComponentName"] = inference_component
+        model = self.describe(target_model or inference_component)
         try:
             response = self.client.invoke_endpoint(**kwargs)
         except ClientError as error:
-            raise _endpoint_error(self.describe(target_model), error.response) from error
+            raise _endpoint_error(model, error.response) from error
         except BotoCoreError as error:  # no credentials, no region, connection refused...
-            raise EndpointError(self.describe(target_model), str(error)) from error
-        return Reply(response["Body"].read(), response.get("ContentType"))
+            raise EndpointError(model, str(error)) from error
+        body = response["Body"].read(MAX_PAYLOAD_BYTES + 1)  # the service caps replies; never trust that blindly
+        if len(body) > MAX_PAYLOAD_BYTES:
+            raise EndpointError(model, f"the reply is over {MAX_PAYLOAD_BYTES} bytes, SageMaker's limit; not read")
+        return Reply(body, response.get("ContentType"))
 
 
 def _endpoint_error(model: str, response: dict[str, Any]) -> EndpointError:
@@ -103,13 +120,18 @@ class LocalTransport:
     """POST to a Triton SageMaker service (`make local`, or Triton's container run by hand).
 
     Single-model: `/invocations`. With a target model: Triton's multi-model route
-    `/models/<name>/invoke`, the one SageMaker itself calls after loading the model.
+    `/models/<name>/invoke`, the one SageMaker itself calls after loading the model. An inference
+    component goes in the header SageMaker's runtime API uses for it.
     """
 
     def __init__(self, url: str, *, timeout: float = 60.0, model_name: str | None = None) -> None:
-        parsed = urllib.parse.urlsplit(url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise InvalidInputError(f"--url must look like http://127.0.0.1:8080, got {url!r}")
+        try:
+            parsed = urllib.parse.urlsplit(url)
+            parsed.port  # noqa: B018 - raises ValueError for a port that is not a number or out of range
+        except ValueError:
+            parsed = None
+        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise InvalidInputError(f"--url must look like http://127.0.0.1:8080, got {url[:200]!r}")
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.model_name = model_name  # only for messages: the model a single-model endpoint serves
@@ -118,16 +140,25 @@ class LocalTransport:
         model = target_model or self.model_name
         return f"{model} at {self.url}" if model else f"default model at {self.url}"
 
-    def send(self, request: EncodedRequest, *, target_model: str | None = None) -> Reply:
+    def send(
+        self, request: EncodedRequest, *, target_model: str | None = None, inference_component: str | None = None
+    ) -> Reply:
         headers = {"Content-Type": request.content_type}
+        if target_model and not (target_model.isascii() and target_model.isprintable()):
+            # http.client sends headers as Latin-1 and refuses line breaks: say so instead of a traceback
+            raise InvalidInputError(f"target model {target_model[:100]!r}: a local endpoint takes printable ASCII")
         if target_model:
             path = f"/models/{urllib.parse.quote(target_model, safe='')}/invoke"
             headers[TARGET_MODEL_HEADER] = target_model
         else:
             path = "/invocations"
-        model = self.describe(target_model)
+        if inference_component:
+            headers[INFERENCE_COMPONENT_HEADER] = inference_component
+        model = self.describe(target_model or inference_component)
         try:
-            status, body, content_type = http_request("POST", self.url + path, request.body, headers, self.timeout)
+            status, body, content_type = http_request(
+                "POST", self.url + path, request.body, headers, self.timeout, max_reply_bytes=MAX_PAYLOAD_BYTES
+            )
         except EndpointUnreachableError as error:
             raise EndpointError(model, f"{error} (is `make local` running?)") from error
         if status == 200:
@@ -140,19 +171,36 @@ class LocalTransport:
 
 
 def http_request(
-    method: str, url: str, body: bytes | None, headers: dict[str, str], timeout: float
+    method: str,
+    url: str,
+    body: bytes | None,
+    headers: dict[str, str],
+    timeout: float,
+    *,
+    max_reply_bytes: int | None = None,
 ) -> tuple[int, bytes, str | None]:
-    """One HTTP exchange with the standard library: (status, body, Content-Type); HTTP errors are answers."""
+    """One HTTP exchange with the standard library: (status, body, Content-Type); HTTP errors are answers.
+
+    With `max_reply_bytes`, a longer reply is an EndpointClientError, read no further than the limit."""
     request = urllib.request.Request(url, data=body, headers=headers, method=method)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, response.read(), response.headers.get("Content-Type")
+            return response.status, _read(response, url, max_reply_bytes), response.headers.get("Content-Type")
     except urllib.error.HTTPError as error:
         with error:
-            return error.code, error.read(), error.headers.get("Content-Type")
-    except (urllib.error.URLError, OSError) as error:
+            return error.code, _read(error, url, max_reply_bytes), error.headers.get("Content-Type")
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
         reason = getattr(error, "reason", error)
         raise EndpointUnreachableError(f"cannot reach {url}: {reason}") from error
+
+
+def _read(response: Any, url: str, limit: int | None) -> bytes:
+    if limit is None:
+        return response.read()
+    data = response.read(limit + 1)
+    if len(data) > limit:  # InvokeEndpoint's reply Body has the request's limit (botocore BodyBlob max)
+        raise EndpointClientError(f"{url} sent a reply of more than {limit} bytes, SageMaker's limit; not read")
+    return data
 
 
 def json_request(method: str, url: str, payload: dict[str, Any] | None, timeout: float) -> tuple[int, bytes]:

@@ -1,6 +1,7 @@
 # Local SageMaker-compatible Triton endpoint (docs/client-and-local-endpoint.md).
 #   make local                 package examples/models/add_sub and serve it on http://127.0.0.1:8080
 #   make local LOCAL_PORT=0    any free loopback port (the address is printed once /ping answers)
+#   make local LOCAL_HOST=...  listen elsewhere than 127.0.0.1 (prints a warning: no authentication)
 #   make .venv-triton/.stamp   only (re)create the Triton venv (make test's pytest step needs it)
 #
 # The server comes from the nvidia-pytriton wheel (CPU tritonserver 2.51, Python backend only), which
@@ -12,6 +13,7 @@ LOCAL_MODEL_REPO ?= examples/models
 LOCAL_MODEL ?= add_sub
 LOCAL_OUT ?= build/local
 LOCAL_PORT ?= 8080
+LOCAL_HOST ?= 127.0.0.1
 
 .PHONY: local
 
@@ -25,4 +27,4 @@ $(TRITON_ENV_STAMP): requirements-triton.txt
 
 local: $(BIN)/.requirements.stamp $(TRITON_ENV_STAMP)
 	$(BIN)/python -m model_build package $(LOCAL_MODEL_REPO) --model $(LOCAL_MODEL) --layout single --out $(LOCAL_OUT)
-	$(BIN)/python -m endpoint_client local $(LOCAL_OUT)/model.tar.gz --port $(LOCAL_PORT)
+	$(BIN)/python -m endpoint_client local $(LOCAL_OUT)/model.tar.gz --port $(LOCAL_PORT) --host $(LOCAL_HOST)

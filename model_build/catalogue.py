@@ -4,6 +4,11 @@ Everything that depends on hardware reads it: config validation (GPU needed? sin
 multi-model?), GPU-count scaling of autoscaling targets and alarms, and build/serve matching.
 GPU models and compute capabilities are from ../shared/README.md (checked against NVIDIA's and
 AWS's tables). Standard library only: imported by the CDK app and by the build image.
+
+Storage: ml.g4dn, g5, g6, g6e, p4d and p5 hosts have NVMe instance storage only, and SageMaker refuses a
+`VolumeSizeInGB` on them (SageMaker Python SDK `sagemaker.utils.volume_size_supported`: families with a
+"d" and g5; CreateEndpointConfig / ProductionVariant.VolumeSizeInGB; ../shared/README.md "Instance
+storage"). `nvme_storage_only` records it per family.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class InstanceType:
     memory_gib: int
     gpu_count: int = 0
     gpu: Gpu | None = None
+    nvme_storage_only: bool = False  # no EBS volume: VolumeSizeInGB is refused (module doc)
 
     @property
     def family(self) -> str:
@@ -57,9 +63,11 @@ class InstanceType:
         return self.gpu_count > 0
 
 
-def _family(prefix: str, gpu: Gpu | None, sizes: list[tuple[str, int, int, int]]) -> list[InstanceType]:
+def _family(
+    prefix: str, gpu: Gpu | None, sizes: list[tuple[str, int, int, int]], *, nvme_storage_only: bool = False
+) -> list[InstanceType]:
     return [
-        InstanceType(f"{prefix}.{size}", vcpus, memory, gpus, gpu if gpus else None)
+        InstanceType(f"{prefix}.{size}", vcpus, memory, gpus, gpu if gpus else None, nvme_storage_only)
         for size, vcpus, memory, gpus in sizes
     ]
 
@@ -87,9 +95,10 @@ _CATALOGUE: list[InstanceType] = [
             ("12xlarge", 48, 192, 4),
             ("16xlarge", 64, 256, 1),
         ],
+        nvme_storage_only=True,
     ),
-    *_family("ml.g5", A10G, _GPU_SIZES_G5),
-    *_family("ml.g6", L4, _GPU_SIZES_G5),
+    *_family("ml.g5", A10G, _GPU_SIZES_G5, nvme_storage_only=True),
+    *_family("ml.g6", L4, _GPU_SIZES_G5, nvme_storage_only=True),
     *_family(
         "ml.g6e",
         L40S,
@@ -103,10 +112,11 @@ _CATALOGUE: list[InstanceType] = [
             ("24xlarge", 96, 768, 4),
             ("48xlarge", 192, 1536, 8),
         ],
+        nvme_storage_only=True,
     ),
     *_family("ml.p3", V100, [("2xlarge", 8, 61, 1), ("8xlarge", 32, 244, 4), ("16xlarge", 64, 488, 8)]),
-    *_family("ml.p4d", A100, [("24xlarge", 96, 1152, 8)]),
-    *_family("ml.p5", H100, [("48xlarge", 192, 2048, 8)]),
+    *_family("ml.p4d", A100, [("24xlarge", 96, 1152, 8)], nvme_storage_only=True),
+    *_family("ml.p5", H100, [("48xlarge", 192, 2048, 8)], nvme_storage_only=True),
     # CPU types: for ONNX Runtime / Python-backend models on the `-py3-cpu` Triton image.
     *_family(
         "ml.c5", None, [("xlarge", 4, 8, 0), ("2xlarge", 8, 16, 0), ("4xlarge", 16, 32, 0), ("9xlarge", 36, 72, 0)]

@@ -6,6 +6,9 @@ model, release and GPU target, share the same bytes.
 
 digest = sha256(canonical JSON of {schema, source fingerprint, build settings, Triton release,
 GPU target}). Standard library only: imported by the CDK app and by the build image.
+
+An ONNX source whose tensors live in external data files is fingerprinted with those files: they
+are served bytes too, and a key that ignored them would keep naming the old weights.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import hashlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from model_build.onnx_external import ExternalDataError, MalformedModelError, external_data
 
 if TYPE_CHECKING:
     from model_build.settings import ModelSettings, ModelSource
@@ -28,6 +33,11 @@ EXPORT_RECIPE_VERSION = 1
 # GPU target for artifacts that are not tied to a GPU architecture (ONNX Runtime, Python).
 PORTABLE_TARGET = "portable"
 _CHUNK = 1024 * 1024
+
+
+class SourceError(ValueError):
+    """A model source that cannot be fingerprinted (an ONNX file whose external data is missing or
+    lies outside its folder). The message names the file."""
 
 
 def file_sha256(path: Path) -> str:
@@ -60,6 +70,26 @@ def tree_sha256(root: Path) -> str:
     return digest.hexdigest()
 
 
+def file_fingerprint(path: Path) -> str:
+    """`file:<sha256>` of a single-file source; for an ONNX model with external data, followed by
+    `+data:<sha256 of each location and its file's sha256>`, so changing only a data file changes
+    the key. A file that is not a well-formed ONNX protobuf is fingerprinted by its bytes alone (the
+    model checks refuse it later, naming the file)."""
+    fingerprint = f"file:{_source_file_sha256(path)}"
+    if path.suffix.lower() != ".onnx":
+        return fingerprint
+    try:
+        files = external_data(path)
+    except ExternalDataError as error:
+        raise SourceError(f"{path}: {error}") from None
+    except MalformedModelError:
+        return fingerprint
+    if not files:
+        return fingerprint
+    listing = "".join(f"{item.location}\0{_source_file_sha256(item.path)}\n" for item in files)
+    return f"{fingerprint}+data:{hashlib.sha256(listing.encode()).hexdigest()}"
+
+
 def source_fingerprint(source: ModelSource, base_dir: Path) -> str:
     """What identifies the source bytes without fetching anything remote.
 
@@ -72,7 +102,7 @@ def source_fingerprint(source: ModelSource, base_dir: Path) -> str:
             return f"tree:{tree_sha256(path)}"
         if not path.is_file():
             raise FileNotFoundError(f"model source {source.path!r} not found under {base_dir}")
-        return f"file:{_source_file_sha256(path)}"
+        return file_fingerprint(path)
     if source.s3_uri is not None:
         return f"s3:{source.s3_uri}"
     return f"export:{source.export}:v{EXPORT_RECIPE_VERSION}"

@@ -14,6 +14,7 @@ from google.protobuf.message import DecodeError
 from onnx import TensorProto
 
 from model_build.errors import InvalidModelError
+from model_build.onnx_external import ExternalDataError, MalformedModelError, external_data
 
 # ONNX element type -> Triton data type (model_config.proto DataType). Types Triton cannot carry
 # (complex, float8, int4, ...) are refused rather than mapped to something close.
@@ -104,7 +105,7 @@ def load_model(path: Path) -> onnx.ModelProto:
     try:
         # A path lets the checker handle models over 2 GiB and external-data tensors.
         onnx.checker.check_model(str(path))
-    except (onnx.checker.ValidationError, ValueError, OSError) as error:
+    except (onnx.checker.ValidationError, ValueError, OSError, RuntimeError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise InvalidModelError(f"{path}: ONNX checker refused the model: {first_line}") from error
     return model
@@ -123,3 +124,23 @@ def inspect_model(path: Path) -> ModelSignature:
     if not outputs:
         raise InvalidModelError(f"{path}: the graph has no outputs")
     return ModelSignature(path=path, inputs=inputs, outputs=outputs)
+
+
+def onnx_file_problem(path: Path) -> str | None:
+    """Why the file at `path` cannot be served as an ONNX model (None when onnx.checker accepts it):
+    empty, not a protobuf (truncated, random bytes), external data that is missing or outside the
+    model's folder, or refused by onnx.checker. The message does not repeat the path."""
+    path = Path(path)
+    if path.stat().st_size == 0:
+        return "is empty (0 bytes), not an ONNX model; re-export or re-copy it"
+    try:
+        external_data(path)
+    except MalformedModelError as error:
+        return f"is not an ONNX model ({error}): truncated or not ONNX at all; re-export or re-copy it"
+    except ExternalDataError as error:
+        return f"{error}; onnxruntime refuses to load it (keep every data file the model names in its folder)"
+    try:
+        load_model(path)
+    except InvalidModelError as error:
+        return str(error).removeprefix(f"{path}: ")
+    return None

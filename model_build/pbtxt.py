@@ -8,7 +8,15 @@ whether a fixed axis can be batched) is checked here, with messages that name th
 Batch-axis rule (documented in docs/model-build-config-and-trt.md): with max_batch_size > 0,
 Triton prepends the batch axis to every input and output, so the ONNX leading axis must be the
 batch axis and is dropped from `dims`. It must be dynamic; a fixed leading 1 is accepted only when
-max_batch_size is 1 (batches never exceed 1 then); any other fixed leading size is refused.
+max_batch_size is 1 (batches never exceed 1 then); any other fixed leading size is refused. Scalars
+are refused whatever max_batch_size: batched, they have no batch axis; unbatched, they need an empty
+reshape, which Triton refuses ("scalar tensors are not supported", core ValidateIOShape).
+
+Data types of a TensorRT model are the engine's, which depend on the Triton release's TensorRT and
+TensorRT backend (model_build.releases): on TensorRT 8.6 an INT64 input or output is INT32 in the
+engine, so the config says TYPE_INT32; types no engine of the release carries are refused.
+
+`generate` is the one entry point that writes text: every config it returns has passed `check`.
 """
 
 from __future__ import annotations
@@ -20,7 +28,13 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from model_build.errors import InvalidModelError
 from model_build.onnx_inspect import DYNAMIC, ModelSignature, TensorSpec
+from model_build.releases import ANY_TENSORRT_CONFIG_TYPE, RELEASES, release
 from model_build.settings import ModelSettings, ShapeRange
+
+# Types every release's TensorRT engine carries unchanged: no release needs to be named for them.
+EVERY_RELEASE_TENSORRT_TYPE = frozenset.intersection(
+    *(r.tensorrt_config_types - set(r.tensorrt_type_casts) for r in RELEASES.values())
+)
 
 PLATFORM_FIELDS: dict[str, dict[str, str]] = {
     "tensorrt_plan": {"platform": "tensorrt_plan"},
@@ -34,13 +48,18 @@ MODEL_FILENAMES = {"tensorrt_plan": "model.plan", "onnxruntime_onnx": "model.onn
 
 def config_dims(spec: TensorSpec, max_batch_size: int, source: Path, role: str) -> tuple[int, ...]:
     """The tensor's dims as Triton sees them: without the batch axis when batching."""
+    if spec.rank == 0:
+        # Batched, a scalar has no batch axis; unbatched, it needs an empty reshape, which Triton refuses:
+        # "cannot have empty reshape for non-batching model as scalar tensors are not supported".
+        if max_batch_size:
+            why, fix = "with max_batch_size > 0 it has no batch axis", "a leading batch axis (shape [batch])"
+        else:
+            why, fix = "with max_batch_size 0 Triton refuses scalar tensors", "shape [1]"
+        raise InvalidModelError(
+            f"{source}: {role} {spec.name!r} is a scalar (shape []); {why}: export the model with {fix}"
+        )
     if max_batch_size == 0:
         return spec.dims
-    if spec.rank == 0:
-        raise InvalidModelError(
-            f"{source}: {role} {spec.name!r} is a scalar, so it has no batch axis; set max_batch_size: 0 "
-            "or export the model with a leading batch axis"
-        )
     leading = spec.dims[0]
     if leading != DYNAMIC and not (leading == 1 and max_batch_size == 1):
         raise InvalidModelError(
@@ -84,8 +103,47 @@ def warmup_dims(dims: tuple[int, ...], shape: ShapeRange | None) -> list[int]:
     return [dim if dim != DYNAMIC else (shape.opt[axis] if shape else 1) for axis, dim in enumerate(dims)]
 
 
-def _tensor(message_type, spec: TensorSpec, dims: tuple[int, ...]):
-    tensor = message_type(name=spec.name, data_type=mc.DataType.Value(spec.triton_type))
+def _refused_type_hint(triton_type: str) -> str:
+    if triton_type == "TYPE_FP64":
+        return (
+            "TensorRT has no FP64 (its ONNX parser imports it as FP32, so clients and engine would disagree): "
+            "export the model with float32 inputs and outputs, or serve it with onnxruntime_onnx"
+        )
+    if triton_type == "TYPE_BF16":
+        return "BF16 needs Triton 24.09 or later here; cast it to FP16/FP32 in the model, or pick a later release"
+    return "cast it in the model before export, or serve it with onnxruntime_onnx"
+
+
+def served_type(spec: TensorSpec, settings: ModelSettings, triton_release: str | None, source: Path, role: str) -> str:
+    """The tensor's Triton data type: the ONNX type, or for TensorRT the type the release's engine carries."""
+    if settings.platform != "tensorrt_plan":
+        return spec.triton_type
+    if triton_release is None:
+        if spec.triton_type in EVERY_RELEASE_TENSORRT_TYPE:
+            return spec.triton_type
+        if spec.triton_type in ANY_TENSORRT_CONFIG_TYPE:
+            raise InvalidModelError(
+                f"{source}: {role} {spec.name!r} has ONNX type {spec.onnx_type}, which TensorRT engines carry "
+                f"differently per Triton release (TensorRT 8.6, Triton 23.12-24.03, turns INT64 into INT32; "
+                f"BF16 needs 24.09+); give the serving release: --triton-release YY.MM (or use --config)"
+            )
+        allowed = sorted(ANY_TENSORRT_CONFIG_TYPE)
+        where = "no Triton release's TensorRT backend can serve"
+    else:
+        serving = release(triton_release)
+        engine_type = serving.tensorrt_type_casts.get(spec.triton_type, spec.triton_type)
+        if engine_type in serving.tensorrt_config_types:
+            return engine_type
+        allowed = sorted(serving.tensorrt_config_types)
+        where = f"Triton {triton_release}'s TensorRT backend cannot serve"
+    raise InvalidModelError(
+        f"{source}: {role} {spec.name!r} has ONNX type {spec.onnx_type} ({spec.triton_type}), which {where} "
+        f"(it takes {', '.join(allowed)}); {_refused_type_hint(spec.triton_type)}"
+    )
+
+
+def _tensor(message_type, spec: TensorSpec, dims: tuple[int, ...], data_type: str):
+    tensor = message_type(name=spec.name, data_type=mc.DataType.Value(data_type))
     if dims:
         tensor.dims.extend(dims)
     else:
@@ -96,8 +154,14 @@ def _tensor(message_type, spec: TensorSpec, dims: tuple[int, ...]):
     return tensor
 
 
-def build_model_config(signature: ModelSignature, settings: ModelSettings) -> mc.ModelConfig:
-    """The ModelConfig message for `settings` serving the model described by `signature`."""
+def build_model_config(
+    signature: ModelSignature, settings: ModelSettings, triton_release: str | None = None
+) -> mc.ModelConfig:
+    """The ModelConfig message for `settings` serving the model described by `signature`.
+
+    `triton_release` ("24.09") decides a TensorRT model's data types; without it, types whose engine
+    type differs between releases are refused with a message asking for it.
+    """
     source = signature.path
     check_shape_ranges(signature, settings)
     config = mc.ModelConfig(
@@ -105,13 +169,16 @@ def build_model_config(signature: ModelSignature, settings: ModelSettings) -> mc
     )
 
     input_dims: dict[str, tuple[int, ...]] = {}
+    input_types: dict[str, str] = {}
     for spec in signature.inputs:
         dims = config_dims(spec, settings.max_batch_size, source, "input")
         input_dims[spec.name] = dims
-        config.input.append(_tensor(mc.ModelInput, spec, dims))
+        input_types[spec.name] = served_type(spec, settings, triton_release, source, "input")
+        config.input.append(_tensor(mc.ModelInput, spec, dims, input_types[spec.name]))
     for spec in signature.outputs:
+        dims = config_dims(spec, settings.max_batch_size, source, "output")
         config.output.append(
-            _tensor(mc.ModelOutput, spec, config_dims(spec, settings.max_batch_size, source, "output"))
+            _tensor(mc.ModelOutput, spec, dims, served_type(spec, settings, triton_release, source, "output"))
         )
 
     batching = settings.dynamic_batching
@@ -129,7 +196,7 @@ def build_model_config(signature: ModelSignature, settings: ModelSettings) -> mc
         for spec in signature.inputs:
             sample.inputs[spec.name].CopyFrom(
                 mc.ModelWarmup.Input(
-                    data_type=mc.DataType.Value(spec.triton_type),
+                    data_type=mc.DataType.Value(input_types[spec.name]),
                     dims=warmup_dims(input_dims[spec.name], _shape_range(settings, spec.name)) or [1],
                     zero_data=True,
                 )
@@ -141,11 +208,43 @@ def build_model_config(signature: ModelSignature, settings: ModelSettings) -> mc
     return config
 
 
-def render(config: mc.ModelConfig, source: Path | None = None) -> str:
+def render(config: mc.ModelConfig, source: Path | None = None, notes: list[str] | None = None) -> str:
     header = (
         f"# Generated by `python -m model_build config` from {source.name}. Do not edit by hand.\n" if source else ""
     )
+    header += "".join(f"# {note}\n" for note in notes or [])
     return header + text_format.MessageToString(config)
+
+
+def type_notes(signature: ModelSignature, settings: ModelSettings, config: mc.ModelConfig) -> list[str]:
+    """One line per tensor whose served type is not its ONNX type (clients must send the served type)."""
+    specs = {spec.name: spec for spec in (*signature.inputs, *signature.outputs)}
+    notes = []
+    for tensor in (*config.input, *config.output):
+        served = mc.DataType.Name(tensor.data_type)
+        if served != specs[tensor.name].triton_type:
+            notes.append(
+                f"{tensor.name}: ONNX {specs[tensor.name].onnx_type} is {served} in the TensorRT engine "
+                f"(TensorRT 8.6 has no INT64); clients send {served}"
+            )
+    return notes
+
+
+def generate(signature: ModelSignature, settings: ModelSettings, triton_release: str | None = None) -> str:
+    """config.pbtxt text for `settings` serving `signature`, refused unless `check` passes it."""
+    # Imported here, not at the top: check modules may use this module's helpers; no import cycle then.
+    from model_build.check import check_model_config
+
+    config = build_model_config(signature, settings, triton_release)
+    text = render(config, source=signature.path, notes=type_notes(signature, settings, config))
+    problems = check_model_config(text, model_name=settings.name, triton_release=triton_release)
+    if problems:
+        listed = "\n".join(f"  {problem}" for problem in problems)
+        raise InvalidModelError(
+            f"{signature.path}: the config.pbtxt for model {settings.name!r} would be refused by Triton; "
+            f"nothing written:\n{listed}"
+        )
+    return text
 
 
 def parse(text: str) -> mc.ModelConfig:

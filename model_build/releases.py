@@ -18,6 +18,15 @@ Sources, checked with the project's search tool on 2026-11-22:
   TensorRT only in the Frameworks Support Matrix, which the search index does not hold; rows marked
   `tensorrt_verified=False` below come from that matrix as remembered and were NOT re-checked here. The
   build's `--expect-tensorrt` check (trtexec's own banner) is what guards a wrong row.
+- Data types a TensorRT model's config may use: triton-inference-server/tensorrt_backend, branch
+  r<YY.MM>, `src/tensorrt_utils.cc` `ConvertDataTypeToTrtType` (the config type -> TensorRT type map;
+  any other type fails the backend's `ValidateIO` with "unsupported datatype"). r23.12..r24.03 map
+  FP32, FP16, INT8, UINT8, INT32, BOOL; r24.05 adds INT64; r24.06 and later add BF16 (commit fd867b7,
+  "Support BF16 data type in TensorRT backend"). Read from the fetched mirror on 2026-11-24.
+- What an ONNX input becomes in the engine: onnx/onnx-tensorrt `convertDtype` (branch 8.6-GA
+  `onnx2trt_utils.cpp`; 10.0-GA and main `importerUtils.cpp`), used by `importInput` for every network
+  input. TensorRT 8.6 maps INT64 -> kINT32 and DOUBLE -> kFLOAT and has no BF16; TensorRT 10 keeps
+  INT64 and BF16 and still maps DOUBLE -> kFLOAT. Any other ONNX type fails the import.
 """
 
 from __future__ import annotations
@@ -33,6 +42,28 @@ class TritonRelease:
     min_compute_capability: str  # lowest GPU the release's TensorRT/Triton runs on
     tensorrt_verified: bool  # False: value not re-checked against a primary source (see module doc)
     upstream: str | None = None  # NGC month the release is built on, when it differs
+
+    @property
+    def tensorrt_major(self) -> int:
+        return int(self.tensorrt.split(".")[0])
+
+    @property
+    def tensorrt_config_types(self) -> frozenset[str]:
+        """Triton data types the release's TensorRT backend accepts in a config (see module doc)."""
+        types = {"TYPE_FP32", "TYPE_FP16", "TYPE_INT8", "TYPE_UINT8", "TYPE_INT32", "TYPE_BOOL"}
+        if self.release >= "24.05":
+            types.add("TYPE_INT64")
+        if self.release >= "24.06":
+            types.add("TYPE_BF16")
+        return frozenset(types)
+
+    @property
+    def tensorrt_type_casts(self) -> dict[str, str]:
+        """Graph input/output types the release's ONNX parser turns into another engine type (see module doc).
+
+        TensorRT 8.6 has no INT64 tensor at all, so INT64 inputs and outputs are INT32 in the engine.
+        """
+        return {"TYPE_INT64": "TYPE_INT32"} if self.tensorrt_major < 10 else {}
 
     @property
     def tensorrt_major_minor(self) -> str:
@@ -64,6 +95,9 @@ _RELEASES = [
 ]
 
 RELEASES: dict[str, TritonRelease] = {r.release: r for r in _RELEASES}
+
+# Types some release's TensorRT backend accepts: what a config may say when the release is not known.
+ANY_TENSORRT_CONFIG_TYPE: frozenset[str] = frozenset().union(*(r.tensorrt_config_types for r in _RELEASES))
 
 
 class UnknownReleaseError(ValueError):

@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import onnx
+
 from model_build import pbtxt
 from model_build.atomic import atomic_path, write_atomically
 from model_build.errors import InvalidModelError, MissingToolError, ModelBuildError
@@ -57,9 +59,11 @@ def shape_profiles(signature: ModelSignature, settings: ModelSettings) -> list[S
         shape = next((s for s in settings.tensorrt.shapes if s.input == spec.name), None)
         if DYNAMIC in dims and shape is None:
             axes = [axis + (1 if batch else 0) for axis, dim in enumerate(dims) if dim == DYNAMIC]
+            # With max_batch_size 0 there is no batch axis to speak of.
+            which = "besides the batch axis" if batch else "(max_batch_size 0: no batch axis)"
             raise InvalidModelError(
-                f"{source}: input {spec.name!r} (shape {list(spec.dims)}) has dynamic axes {axes} besides the batch "
-                f"axis; TensorRT needs their range: add tensorrt.shapes: [{{input: {spec.name}, min: [...], "
+                f"{source}: input {spec.name!r} (shape {list(spec.dims)}) has dynamic axes {axes} {which}; "
+                f"TensorRT needs their range: add tensorrt.shapes: [{{input: {spec.name}, min: [...], "
                 f"opt: [...], max: [...]}}] with {len(dims)} value(s) each"
             )
         lo = list(shape.min) if shape else list(dims)
@@ -68,16 +72,62 @@ def shape_profiles(signature: ModelSignature, settings: ModelSettings) -> list[S
         if batch:
             lo, mid, hi = [1, *lo], [opt_batch_size(settings), *mid], [batch, *hi]
         profiles.append(ShapeProfile(spec.name, tuple(lo), tuple(mid), tuple(hi)))
+    _check_shared_dims(source, profiles)
+    for profile in profiles:
+        _check_trtexec_name(source, profile.input)
     return profiles
 
 
-def _shape_flag(profiles: list[ShapeProfile], which: str) -> str:
-    parts = []
+def _dim_params(path: Path) -> dict[str, tuple[str, ...]]:
+    """Input name -> its ONNX dim_param per axis ("" where the axis has none)."""
+    # The graph only (external weights stay on disk); onnx_inspect has already validated the file.
+    graph = onnx.load(str(path), load_external_data=False).graph
+    return {vi.name: tuple(dim.dim_param for dim in vi.type.tensor_type.shape.dim) for vi in graph.input}
+
+
+def _check_shared_dims(source: Path, profiles: list[ShapeProfile]) -> None:
+    """Axes that share an ONNX dim_param ("seq") are one dimension to TensorRT: one min/opt/max for all.
+
+    TensorRT's ONNX parser names every input dimension after its dim_param (onnx-tensorrt 8.6-GA
+    ModelImporter.cpp `setDimensionNames` -> `ITensor::setDimensionName`), and NvInfer.h says of that call:
+    "Dimensions with the same non-empty name must be equal at runtime" (release/8.6 and main). A
+    profile that lets `input_ids` and `attention_mask` differ on a shared `seq` axis contradicts it.
+    """
+    params = _dim_params(source)
+    seen: dict[str, tuple[str, int, tuple[int, int, int]]] = {}
     for profile in profiles:
-        # trtexec splits the spec on ',' and ':'; it accepts names wrapped in single quotes.
-        name = f"'{profile.input}'" if re.search(r"[:,']", profile.input) else profile.input
-        parts.append(f"{name}:{'x'.join(str(d) for d in getattr(profile, which))}")
-    return ",".join(parts)
+        for axis, param in enumerate(params.get(profile.input, ())):
+            if not param:
+                continue
+            extent = (profile.min[axis], profile.opt[axis], profile.max[axis])
+            first = seen.setdefault(param, (profile.input, axis, extent))
+            if first[2] != extent:
+                raise InvalidModelError(
+                    f"{source}: inputs {first[0]!r} (axis {first[1]}) and {profile.input!r} (axis {axis}) share the "
+                    f"ONNX dimension {param!r}, so TensorRT needs one range for both, but min/opt/max are "
+                    f"{'/'.join(map(str, first[2]))} and {'/'.join(map(str, extent))}; give both inputs the same "
+                    "values in tensorrt.shapes"
+                )
+
+
+def _check_trtexec_name(source: Path, name: str) -> None:
+    """trtexec cannot take every input name in --minShapes/--optShapes/--maxShapes.
+
+    TensorRT samples/common/sampleOptions.cpp (release/8.6 and main): `getShapesBuild` splits the flag on
+    ',' before anything else, and `splitNameAndValue` accepts exactly two single quotes around a name;
+    a name with ':' is fine (the value is what follows the last ':').
+    """
+    if "," in name or "'" in name:
+        raise InvalidModelError(
+            f"{source}: input {name!r} has a dynamic shape, and trtexec cannot parse a shape flag for a name that "
+            "contains ',' or \"'\" (it splits the flag on ',' before it reads quotes); rename the input when "
+            "exporting the model (e.g. torch.onnx.export input_names=[...])"
+        )
+
+
+def _shape_flag(profiles: list[ShapeProfile], which: str) -> str:
+    # Names are written as they are: ',' and "'" were refused above; ':' needs no quoting.
+    return ",".join(f"{p.input}:{'x'.join(str(d) for d in getattr(p, which))}" for p in profiles)
 
 
 def trtexec_argv(

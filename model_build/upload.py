@@ -121,6 +121,17 @@ def _is_precondition_failed(error: Exception) -> bool:
     return _error_code(error) in {"PreconditionFailed", "412", "ConditionalRequestConflict"} or status in {409, 412}
 
 
+def _listed(client: Any, bucket: str, key: str) -> bool:
+    """Whether `key` exists according to a listing of its own prefix (True when the listing fails)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        found = client.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1).get("Contents", [])
+    except ClientError:
+        return True
+    return any(item.get("Key") == key for item in found)
+
+
 def existing_sha256(client: Any, bucket: str, key: str) -> str | None:
     """sha256 hex of the object under `key`; None when there is no object.
 
@@ -132,6 +143,10 @@ def existing_sha256(client: Any, bucket: str, key: str) -> str | None:
         head = client.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
     except ClientError as error:
         if _error_code(error) in {"404", "NoSuchKey", "NotFound"}:
+            return None
+        # Without s3:ListBucket on the whole bucket a missing key answers 403, not 404 (HeadObject API
+        # reference); the build role may list the models/ prefix only, so ask a listing of the key itself.
+        if _error_code(error) in {"403", "AccessDenied", "Forbidden"} and not _listed(client, bucket, key):
             return None
         raise
     recorded = (head.get("Metadata") or {}).get(SHA256_METADATA_KEY)
@@ -246,7 +261,10 @@ def upload_file(
         raise ModelBuildError(f"{path}: no such file to upload")
     size = path.stat().st_size
     part_size = choose_part_size(size, part_size)
-    sha256 = file_sha256(path)
+    try:
+        sha256 = file_sha256(path)
+    except OSError as error:
+        raise ModelBuildError(f"{path}: cannot be read ({error.strerror or error}); check its permissions") from None
     client = client or make_s3_client()
     progress = Progress(f"upload s3://{bucket}/{key}", size, progress_stream)
     try:

@@ -8,19 +8,27 @@ from stacks.pipeline_stack import PipelineStack, add_pipeline_stack
 from stacks.stage import StageStacks, add_stage_stacks
 from triton_cdk.config import AppConfig
 from triton_cdk.config.pipeline import PipelineConfig
-from triton_cdk.nag import enable_aws_solutions_checks
+from triton_cdk.nag import enable_checks
+
+
+def create_pipeline_app(
+    pipeline_config: PipelineConfig, stage_configs: dict[str, AppConfig], **app_kwargs
+) -> tuple[cdk.App, PipelineStack]:
+    """The pipeline stack alone: its stages' stacks are synthesized inside it, as the pipeline deploys them."""
+    app = cdk.App(**app_kwargs)
+    pipeline_stack = add_pipeline_stack(app, pipeline_config, stage_configs)
+    enable_checks(app)
+    return app, pipeline_stack
 
 
 def create_app(
     config: AppConfig,
     *,
     promotion_source: AppConfig | None = None,
-    pipeline: tuple[PipelineConfig, dict[str, AppConfig]] | None = None,
     **app_kwargs,
-) -> tuple[cdk.App, StageStacks, PipelineStack | None]:
-    """The stage's stacks, plus the pipeline stack when `pipeline` (its config and every stage's) is given."""
+) -> tuple[cdk.App, StageStacks]:
+    """The stage's stacks (the pipeline is its own app: create_pipeline_app)."""
     app = cdk.App(**app_kwargs)
     stacks = add_stage_stacks(app, config, promotion_source=promotion_source)
-    pipeline_stack = add_pipeline_stack(app, *pipeline) if pipeline else None
-    enable_aws_solutions_checks(app)
-    return app, stacks, pipeline_stack
+    enable_checks(app)
+    return app, stacks

@@ -25,6 +25,8 @@ class ArtifactStack(cdk.Stack):
             access_log_expiration=cdk.Duration.days(config.artifacts.access_log_expiration_days),
             bucket_name=config.artifacts.bucket_name,
         )
+        # The build stack's log groups (CodeBuild, the ensure-artifact functions) are encrypted with this key.
+        self.store.allow_log_groups(f"Triton-{config.stage}-")
         for account in config.artifacts.reader_accounts:
             self.store.allow_account_read(account)
         self.execution_role = SageMakerExecutionRole(
@@ -34,3 +36,17 @@ class ArtifactStack(cdk.Stack):
 
         cdk.CfnOutput(self, "ArtifactBucketName", value=self.store.bucket.bucket_name)
         cdk.CfnOutput(self, "ExecutionRoleArn", value=self.execution_role.role_arn)
+        # The one export of the bucket's ARN under a fixed name (consumers' policies, and so their
+        # cdk-nag acknowledgements, name it). Made here, never by a consumer: CloudFormation refuses
+        # a second export of the same name (export names are unique per account and region).
+        self.bucket_arn_export = cdk.CfnOutput(
+            self,
+            "ArtifactBucketArnExport",
+            value=self.store.bucket.bucket_arn,
+            export_name=f"{self.stack_name}-ArtifactBucketArn",
+        )
+
+    @property
+    def bucket_arn_import(self) -> str:
+        """`Fn::ImportValue` of the bucket's ARN, for the stage's other stacks."""
+        return cdk.Fn.import_value(self.bucket_arn_export.export_name)

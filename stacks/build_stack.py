@@ -11,17 +11,19 @@ after their artifacts exist.
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
+from model_build.onnx_external import external_data
 from model_build.settings import ModelSource
 from stacks.artifact_stack import ArtifactStack
 from triton_cdk.artifact_keys import EndpointArtifacts
 from triton_cdk.build.build_project import ModelBuildProject, retention
-from triton_cdk.build.ensure_artifact import ArtifactResourceProps, EnsureArtifacts
+from triton_cdk.build.ensure_artifact import ArtifactResourceProps, EnsureArtifacts, PromotionSource
 from triton_cdk.build.requests import ArtifactRequest, artifact_requests, build_environment
 from triton_cdk.config import AppConfig
 from triton_cdk.config.loader import PROJECT_ROOT
@@ -41,8 +43,13 @@ class BuildStack(cdk.Stack):
         artifacts: ArtifactStack,
         endpoint_artifacts: Sequence[EndpointArtifacts],
         promotion_source_bucket: str | None = None,
+        promotion_source_region: str | None = None,
+        promotion_source_account: str | None = None,
         **kwargs,
     ) -> None:
+        """`promotion_source_*`: the stage named by `config.promote_from` (bucket required then; its
+        region and account where its config fixes them, so a cross-region copy decrypts through S3
+        of the source's region)."""
         super().__init__(scope, construct_id, **kwargs)
         # Strong (Export/ImportValue) references to the bucket, key and build role: the artifact
         # stack must not lose them while projects and artifact resources use them.
@@ -54,10 +61,15 @@ class BuildStack(cdk.Stack):
         self.topic = None
         if bool(config.promote_from) != bool(promotion_source_bucket):
             raise ValueError("promotion_source_bucket is required exactly when config.promote_from is set")
-        source_bucket = promotion_source_bucket
+        promotion = (
+            PromotionSource(promotion_source_bucket, promotion_source_region, promotion_source_account)
+            if promotion_source_bucket
+            else None
+        )
 
-        if source_bucket is None and self.requests:
+        if promotion is None and self.requests:
             self._add_build_projects(artifacts)
+            self._check_concurrency()
         self.ensure = None
         if self.requests:
             self.ensure = EnsureArtifacts(
@@ -65,14 +77,13 @@ class BuildStack(cdk.Stack):
                 "EnsureArtifacts",
                 bucket_name=artifacts.store.bucket.bucket_name,
                 # Named exports: the handler's policy names them, and so must its cdk-nag acknowledgement.
-                bucket_arn=artifacts.export_value(
-                    artifacts.store.bucket.bucket_arn, name=f"{artifacts.stack_name}-ArtifactBucketArn"
-                ),
+                bucket_arn=artifacts.bucket_arn_import,
                 key_arn=artifacts.store.key.key_arn,
-                project_arns=[p.project_arn for p in self.projects.values()],
-                source_bucket=source_bucket,
-                wait=cdk.Duration.minutes(config.build.artifact_wait_minutes),
+                projects=[p.project for p in self.projects.values()],
+                promotion=promotion,
+                build_wait=cdk.Duration.minutes(config.build.wait_minutes) if promotion is None else None,
                 log_retention=retention(config.build.log_retention_days),
+                log_encryption_key=artifacts.store.key,
             )
             for request in self.requests:
                 self._add_artifact(request)
@@ -113,6 +124,26 @@ class BuildStack(cdk.Stack):
                 topic=self.topic,
             )
 
+    def _check_concurrency(self) -> None:
+        """A project limit below the builds one deployment starts at once would fail that deployment.
+
+        With a project ConcurrentBuildLimit, StartBuild over it returns an error instead of queueing
+        ("Builds in AWS CodeBuild"), and every ensure-artifact resource of a project may start its
+        build at the same moment.
+        """
+        limit = self.config.build.concurrency
+        if limit is None:
+            return
+        for environment in sorted(self.projects):
+            count = sum(1 for r in self.requests if r.environment == environment)
+            if count > limit:
+                raise ValueError(
+                    f"config/{self.config.stage}.yaml: build.concurrency: {limit} is below the {count} artifacts "
+                    f"the {environment} build project may build at once in one deployment; CodeBuild fails builds "
+                    "over a project's limit instead of queueing them. Remove build.concurrency (builds then queue "
+                    f"under the account's limit) or set it to at least {count}"
+                )
+
     def _model_source(self, request: ArtifactRequest) -> tuple[str, str, str | None]:
         """(SOURCE_KIND, SOURCE_URI, object ARN the build reads or None) for the buildspec."""
         source: ModelSource = request.artifact.model.source
@@ -123,6 +154,14 @@ class BuildStack(cdk.Stack):
             return "s3", source.s3_uri, f"arn:{cdk.Aws.PARTITION}:s3:::{bucket_and_key}"
         path = (PROJECT_ROOT / source.path).resolve()
         asset_id = f"Source-{request.artifact.model.name}"
+        data_files = [] if path.is_dir() else [d.location for d in external_data(path)]
+        if data_files:
+            # The ONNX file and the files its tensors live in, as one zip: the build needs all of them
+            # (`model_build config` copies them beside the model; onnxruntime and trtexec read them).
+            asset = self.node.try_find_child(asset_id) or s3_assets.Asset(
+                self, asset_id, path=str(path.parent), exclude=only_these(path.name, data_files)
+            )
+            return "onnx-zip", f"{asset.s3_object_url}#{path.name}", asset.bucket.arn_for_objects(asset.s3_object_key)
         asset = self.node.try_find_child(asset_id) or s3_assets.Asset(self, asset_id, path=str(path))
         kind = "zip" if path.is_dir() else "file"
         return kind, asset.s3_object_url, asset.bucket.arn_for_objects(asset.s3_object_key)
@@ -144,3 +183,12 @@ class BuildStack(cdk.Stack):
                 build_environment=build_environment(self.config.triton_release, artifact, kind, uri),
             )
         self.ensure.add_artifact(props)
+
+
+def only_these(onnx_name: str, data_files: Sequence[str]) -> list[str]:
+    """Asset exclude patterns (glob, .gitignore-like) that keep only the model file and its data files."""
+    keep = {onnx_name}
+    for location in data_files:
+        parts = posixpath.normpath(location).split("/")
+        keep |= {"/".join(parts[: i + 1]) for i in range(len(parts))}  # a kept file's folders are kept too
+    return ["*", *(f"!{name}" for name in sorted(keep))]

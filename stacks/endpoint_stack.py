@@ -11,11 +11,18 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from model_build import drivers
 from model_build.catalogue import InstanceType, instance_type
 from stacks.artifact_stack import ArtifactStack
-from triton_cdk.artifact_keys import EndpointArtifacts
+from stacks.container_environment import container_environment
+from triton_cdk.artifact_keys import EndpointArtifacts, ModelArtifact
 from triton_cdk.config import AppConfig
-from triton_cdk.config.endpoint import EndpointSettings
+from triton_cdk.config.endpoint import (
+    ComponentSettings,
+    EndpointSettings,
+    InferenceComponentsSettings,
+    component_name,
+)
 from triton_cdk.images import TritonImageLookup
 from triton_cdk.nag import acknowledge
 from triton_cdk.notifications import NotificationTopic
@@ -29,13 +36,27 @@ from triton_cdk.serving import (
     TritonEndpointScaling,
     TritonModel,
     TritonModelData,
+    component_sizing,
 )
 from triton_cdk.serving.autoscaling import ScalingSettings, ScheduledCapacity
-from triton_cdk.serving.environment import container_environment
+from triton_cdk.serving.component_monitoring import TritonComponentMonitoring
+from triton_cdk.serving.component_scaling import CopyScalingSettings, TritonComponentScaling
+from triton_cdk.serving.inference_components import (
+    ComponentRollingUpdate,
+    ComponentVariant,
+    TritonComponentEndpoint,
+    TritonInferenceComponent,
+)
+from triton_cdk.serving.instance_type_guard import InstanceTypeGuard
 from triton_cdk.serving.monitoring import AlarmThresholds, VariantHardware
 from triton_cdk.serving.triton_model import ModelVpc
 
 DATA_CAPTURE_PREFIX = "data-capture/"
+
+
+def model_data_of(artifact: ModelArtifact, artifacts: ArtifactStack) -> TritonModelData:
+    """One model's single-model archive (the key single-model endpoints serve)."""
+    return TritonModelData.from_archive(artifacts.store.bucket, artifact.key)
 
 
 def model_data(located: EndpointArtifacts, artifacts: ArtifactStack) -> TritonModelData:
@@ -70,7 +91,15 @@ def deployment_policy(settings: EndpointSettings) -> DeploymentPolicy:
     )
 
 
-def production_variants(settings: EndpointSettings) -> list[ProductionVariant]:
+def inference_ami(settings: EndpointSettings, instance_type_name: str, triton_release: str) -> str | None:
+    """The GPU host AMI whose driver runs the release (model_build/drivers.py); None on CPU types."""
+    instance = instance_type(instance_type_name)
+    if not instance.has_gpu:
+        return None
+    return drivers.ami_for(triton_release, instance.family, requested=settings.inference_ami_version).name
+
+
+def production_variants(settings: EndpointSettings, triton_release: str) -> list[ProductionVariant]:
     timeouts = {
         "volume_size_gb": settings.volume_size_gb,
         "model_data_download_timeout_seconds": settings.model_data_download_timeout_seconds,
@@ -81,6 +110,7 @@ def production_variants(settings: EndpointSettings) -> list[ProductionVariant]:
         instance_type=settings.instance_type,
         initial_instance_count=settings.initial_instance_count,
         initial_weight=settings.initial_weight,
+        inference_ami_version=inference_ami(settings, settings.instance_type, triton_release),
         **timeouts,
     )
     extra = [
@@ -89,6 +119,7 @@ def production_variants(settings: EndpointSettings) -> list[ProductionVariant]:
             instance_type=v.instance_type,
             initial_instance_count=v.initial_instance_count,
             initial_weight=v.initial_weight,
+            inference_ami_version=inference_ami(settings, v.instance_type, triton_release),
             **timeouts,
         )
         for v in settings.extra_variants
@@ -151,7 +182,7 @@ class EndpointStack(cdk.Stack):
         self.endpoint_artifacts = endpoint_artifacts
         settings = endpoint_artifacts.endpoint
         endpoint_name = config.deployed_endpoint_name(settings)
-        variants = production_variants(settings)
+        variants = production_variants(settings, config.triton_release)
         instances = {v.name: instance_type(v.instance_type) for v in variants}
         primary = instances[settings.variant_name]
         role = artifacts.execution_role
@@ -160,6 +191,9 @@ class EndpointStack(cdk.Stack):
         # Statements the execution role needs only for this endpoint live here, attached to the
         # imported role, so the stateful artifact stack never changes for them.
         role_additions = self._role_additions(settings, endpoint_name, artifacts)
+        if settings.mode == "inference_components":
+            self._serve_components(config, artifacts, endpoint_artifacts, image, role_additions, endpoint_name)
+            return
         data_capture = None
         if settings.data_capture.enabled:
             data_capture = DataCapture(
@@ -198,7 +232,8 @@ class EndpointStack(cdk.Stack):
         if role_additions is not None:
             self.endpoint.node.add_dependency(role_additions)
 
-        self.topic = NotificationTopic(self, "Alarms", emails=config.notifications.emails).topic
+        self.notifications = NotificationTopic(self, "Alarms", emails=config.notifications.emails)
+        self.topic = self.notifications.topic
         self.monitoring = TritonEndpointMonitoring(
             self,
             "Monitoring",
@@ -209,8 +244,19 @@ class EndpointStack(cdk.Stack):
             topic=self.topic,
             dashboard_name=f"triton-{endpoint_name}",
         )
+        # Alarms reach the topic only if its policy and key let CloudWatch in (triton_cdk/notifications.py).
+        self.notifications.allow_alarms(self.monitoring.alarm_names)
         for alarm in self.monitoring.alarms_of_kind(settings.deployment.rollback_alarms):
             self.endpoint.add_rollback_alarm(alarm)
+        rollback_reads = self.endpoint.describe_rollback_alarms_statement()
+        if rollback_reads is not None:
+            # SageMaker reads the rollback alarms with the execution role; the endpoint must not be
+            # created or updated before the role may.
+            if role_additions is None:
+                role_additions = iam.Policy(self, "ExecutionRoleAdditions", roles=[artifacts.execution_role])
+                self.model.node.add_dependency(role_additions)
+            role_additions.add_statements(rollback_reads)
+            self.endpoint.node.add_dependency(role_additions)
 
         if settings.autoscaling:
             self.scaling = TritonEndpointScaling(
@@ -219,8 +265,151 @@ class EndpointStack(cdk.Stack):
                 endpoint=self.endpoint,
                 settings_by_variant={name: scaling_settings(settings, i) for name, i in instances.items()},
             )
+        # SageMaker refuses to change the instance type of an autoscaled variant; the guard refuses such an
+        # update first, naming the procedure (triton_cdk/serving/instance_type_guard.py).
+        self.instance_type_guard = InstanceTypeGuard(
+            self,
+            "InstanceTypeGuard",
+            endpoint_name=endpoint_name,
+            variants={v.name: v.instance_type for v in variants},
+            autoscaled=[v.name for v in variants] if settings.autoscaling else [],
+            log_key=self.notifications.key,
+        )
+        self.endpoint.resource.node.add_dependency(self.instance_type_guard.resource)
 
         cdk.CfnOutput(self, "EndpointName", value=endpoint_name)
+        cdk.CfnOutput(self, "AlarmTopicArn", value=self.topic.topic_arn)
+
+    def _serve_components(
+        self,
+        config: AppConfig,
+        artifacts: ArtifactStack,
+        located: EndpointArtifacts,
+        image: TritonImageLookup,
+        role_additions: iam.Policy | None,
+        endpoint_name: str,
+    ) -> None:
+        """`mode: inference_components`: one single-model Triton Model and component per configured model,
+        from the same content-addressed archives as single-model endpoints."""
+        settings = located.endpoint
+        ic = settings.inference_components or InferenceComponentsSettings()
+        instance = instance_type(settings.instance_type)
+        role = artifacts.execution_role
+        self.endpoint = TritonComponentEndpoint(
+            self,
+            "Endpoint",
+            endpoint_name=endpoint_name,
+            execution_role=role,
+            variant=ComponentVariant(
+                instance_type=settings.instance_type,
+                name=settings.variant_name,
+                initial_instance_count=settings.initial_instance_count,
+                min_instances=ic.min_instances,
+                max_instances=ic.max_instances,
+                routing_strategy=ic.routing_strategy,
+                inference_ami_version=inference_ami(settings, settings.instance_type, config.triton_release),
+                volume_size_gb=settings.volume_size_gb,
+            ),
+            network_isolation=settings.network_isolation,
+        )
+        d = settings.deployment
+        rolling = ComponentRollingUpdate(
+            batch_percent=d.rolling_batch_percent,
+            wait_seconds=d.wait_seconds,
+            maximum_execution_timeout_seconds=d.maximum_execution_timeout_seconds,
+        )
+        parent = Construct(self, "Components")
+        self.components: dict[str, TritonInferenceComponent] = {}
+        for artifact in located.models:
+            name = artifact.model.name
+            c = ic.components.get(name, ComponentSettings())
+            scope = Construct(parent, name)
+            model = TritonModel(
+                scope,
+                "Model",
+                image_uri=image.image_uri(gpu=instance.has_gpu),
+                model_data=model_data_of(artifact, artifacts),
+                execution_role=role,
+                default_model_name=name,
+                environment=container_environment(settings.container),
+                vpc=ModelVpc(settings.vpc.subnet_ids, settings.vpc.security_group_ids) if settings.vpc else None,
+                network_isolation=settings.network_isolation,
+            )
+            self.components[name] = TritonInferenceComponent(
+                scope,
+                "Component",
+                endpoint=self.endpoint,
+                component_name=component_name(endpoint_name, name),
+                model=model,
+                requirements=component_sizing.resolve(
+                    instance,
+                    len(located.models),
+                    accelerators=c.accelerators,
+                    cpu_cores=c.cpu_cores,
+                    min_memory_mb=c.min_memory_mb,
+                    max_memory_mb=c.max_memory_mb,
+                ),
+                copy_count=c.copy_count,
+                rolling=rolling,
+                model_data_download_timeout_seconds=c.model_data_download_timeout_seconds
+                or settings.model_data_download_timeout_seconds,
+                container_startup_health_check_timeout_seconds=c.container_startup_health_check_timeout_seconds
+                or settings.container_startup_health_check_timeout_seconds,
+            )
+            if ic.copy_scaling:
+                s = ic.copy_scaling
+                TritonComponentScaling(
+                    scope,
+                    "Scaling",
+                    component=self.components[name],
+                    settings=CopyScalingSettings(
+                        min_copies=0 if ic.scales_to_zero else c.copy_count,
+                        max_copies=c.max_copies or c.copy_count * ic.max_instances,
+                        invocations_per_copy=s.invocations_per_copy,
+                        scale_in_cooldown_seconds=s.scale_in_cooldown_seconds,
+                        scale_out_cooldown_seconds=s.scale_out_cooldown_seconds,
+                    ),
+                )
+
+        self.notifications = NotificationTopic(self, "Alarms", emails=config.notifications.emails)
+        self.topic = self.notifications.topic
+        self.monitoring = TritonComponentMonitoring(
+            self,
+            "Monitoring",
+            endpoint=self.endpoint,
+            thresholds=alarm_thresholds(settings),
+            topic=self.topic,
+            dashboard_name=f"triton-{endpoint_name}",
+        )
+        self.notifications.allow_alarms(self.monitoring.alarm_names)
+        for component in self.components.values():
+            for alarm in self.monitoring.alarms_of(component, d.rollback_alarms):
+                component.add_rollback_alarm(alarm)
+        rollback_reads = self.endpoint.describe_rollback_alarms_statement()
+        if rollback_reads is not None:
+            if role_additions is None:
+                role_additions = iam.Policy(self, "ExecutionRoleAdditions", roles=[role])
+            role_additions.add_statements(rollback_reads)
+        if role_additions is not None:
+            # SageMaker checks the role (VPC, DescribeAlarms on rollback alarms) when these are created.
+            self.endpoint.node.add_dependency(role_additions)
+            for component in self.components.values():
+                component.node.add_dependency(role_additions)
+                component.model.node.add_dependency(role_additions)
+        # No variant is a scalable target here (copies are); the guard still refuses instance-type changes.
+        self.instance_type_guard = InstanceTypeGuard(
+            self,
+            "InstanceTypeGuard",
+            endpoint_name=endpoint_name,
+            variants={settings.variant_name: settings.instance_type},
+            autoscaled=[],
+            log_key=self.notifications.key,
+        )
+        self.endpoint.resource.node.add_dependency(self.instance_type_guard.resource)
+        cdk.CfnOutput(self, "EndpointName", value=endpoint_name)
+        cdk.CfnOutput(
+            self, "InferenceComponentNames", value=",".join(c.component_name for c in self.components.values())
+        )
         cdk.CfnOutput(self, "AlarmTopicArn", value=self.topic.topic_arn)
 
     def _role_additions(
@@ -275,14 +464,9 @@ class EndpointStack(cdk.Stack):
 
 
 def _artifact_bucket_arn(artifacts: ArtifactStack) -> tuple[str, str]:
-    """(export name, imported value) of the artifact bucket's ARN under a fixed export name.
+    """(export name, imported value) of the artifact bucket's ARN, exported by the artifact stack itself.
 
     cdk-nag names a wildcard finding by the resource's text, and CDK's automatic cross-stack
     export names are only derived at synth; a fixed name keeps the acknowledgement exact.
     """
-    export_name = f"{artifacts.stack_name}-ArtifactBucketArn"
-    if artifacts.node.try_find_child("ArtifactBucketArnExport") is None:
-        cdk.CfnOutput(
-            artifacts, "ArtifactBucketArnExport", value=artifacts.store.bucket.bucket_arn, export_name=export_name
-        )
-    return export_name, cdk.Fn.import_value(export_name)
+    return artifacts.bucket_arn_export.export_name, artifacts.bucket_arn_import

@@ -17,7 +17,11 @@ from constructs import Construct
 
 from triton_cdk.config import AppConfig
 from triton_cdk.config.pipeline import PipelineConfig, PipelineStageSettings
+from triton_cdk.guard import restrict_grants_to_aws_services
+from triton_cdk.pipeline.logs import PipelineLogs
 from triton_cdk.pipeline.nag import acknowledge_pipeline_findings
+from triton_cdk.pipeline.scoping import scope_pipeline_wildcards
+from triton_cdk.pipeline.source import match_connection_prefix
 from triton_cdk.pipeline.stage import TritonStage
 from triton_cdk.pipeline.steps import approval_step, smoke_step, synth_step
 from triton_cdk.promotion import check_promotion
@@ -41,18 +45,21 @@ class PipelineStack(cdk.Stack):
                 check_promotion(config, stage_configs[config.promote_from])
 
         self.source = self._source(pipeline_config)
+        self.logs = PipelineLogs(self, "BuildLogs", log_group_name=f"/aws/codebuild/{pipeline_config.name}")
         self.pipeline = pipelines.CodePipeline(
             self,
             "Pipeline",
             pipeline_name=pipeline_config.name,
             # V2: stage rollback to an earlier execution (docs/pipeline.md, "Roll back").
             pipeline_type=codepipeline.PipelineType.V2,
-            synth=synth_step(self.source, pipeline_config.stages[0].name),
+            synth=synth_step(self.source),
             # A customer-managed key on the artifact bucket (CDK also makes it TLS-only and blocks
             # public access): needed to hand artifacts to other accounts' CDK bootstrap roles.
             cross_account_keys=True,
             enable_key_rotation=True,
             self_mutation=True,
+            # Every project: synth, self-mutation, asset publishing, smoke tests.
+            code_build_defaults=pipelines.CodeBuildOptions(logging=self.logs.options),
         )
         self.stages: dict[str, list[TritonStage]] = {}
         self.smoke_steps: dict[str, list[pipelines.CodeBuildStep]] = {}
@@ -64,6 +71,15 @@ class PipelineStack(cdk.Stack):
             previous = stage
 
         self.pipeline.build_pipeline()
+        # CT.KMS.PR.3 on CodePipeline's own keys: the artifact bucket's, and each cross-region replication bucket's.
+        restrict_grants_to_aws_services(self.pipeline.pipeline.artifact_bucket.encryption_key)
+        for support in self.pipeline.pipeline.cross_region_support.values():
+            restrict_grants_to_aws_services(support.replication_bucket.encryption_key)
+        # CDK Pipelines' own "*" grants, narrowed to the projects, stacks and buckets they act on.
+        scope_pipeline_wildcards(self.pipeline)
+        if pipeline_config.source.connection_arn:
+            # CDK grants codestar-connections:UseConnection whatever the ARN's prefix (triton_cdk/pipeline/source.py).
+            match_connection_prefix(self.pipeline.pipeline, pipeline_config.source.connection_arn)
         # cfn-lint on what CDK Pipelines writes into the pipeline resource (not ours to change):
         # Fn::Join for the deploy roles' ARNs (E3703) and a DependsOn on the role it also GetAtts (W3005).
         self.pipeline.pipeline.node.default_child.add_metadata(

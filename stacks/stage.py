@@ -41,22 +41,30 @@ def add_stage_stacks(scope: Construct, config: AppConfig, *, promotion_source: A
     env = cdk.Environment(account=config.account, region=config.region) if config.account or config.region else None
     prefix = stack_prefix(config)
     common = {"env": env, "tags": {"triton-stage": config.stage}}
-    artifacts = ArtifactStack(scope, f"{prefix}-Artifacts", config=config, **common)
+    # Stack names are the construct ids, also inside a pipeline stage (whose default would prefix the
+    # stage's name): `make deploy` and the pipeline then deploy the same stacks, never two copies that
+    # fight over the same fixed names (bucket, endpoint, alarms).
+    artifacts = ArtifactStack(scope, f"{prefix}-Artifacts", stack_name=f"{prefix}-Artifacts", config=config, **common)
     per_endpoint = {endpoint.name: endpoint_artifacts(config, endpoint) for endpoint in config.endpoints}
     build = BuildStack(
         scope,
         f"{prefix}-Build",
+        stack_name=f"{prefix}-Build",
         config=config,
         artifacts=artifacts,
         endpoint_artifacts=list(per_endpoint.values()),
         promotion_source_bucket=source_bucket,
+        promotion_source_region=promotion_source.region if promotion_source else None,
+        promotion_source_account=promotion_source.account if promotion_source else None,
         **common,
     )
     endpoints = {}
     for name, located in per_endpoint.items():
+        stack_id = f"{prefix}-Endpoint-{name}"
         stack = EndpointStack(
-            scope, f"{prefix}-Endpoint-{name}", config=config, artifacts=artifacts, endpoint_artifacts=located, **common
-        )
+            scope, stack_id, stack_name=stack_id, config=config, artifacts=artifacts, endpoint_artifacts=located,
+            **common,
+        )  # fmt: skip
         # The build stack's ensure-artifact resources finish (artifacts exist) before any model
         # is created; and on delete the endpoint goes first.
         stack.add_stack_dependency(build, "model artifacts must exist before the SageMaker models")

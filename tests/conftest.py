@@ -46,7 +46,7 @@ def synth_stage(stage: str):
     context = json.loads((PROJECT_ROOT / "cdk.json").read_text())["context"]
     config = load_stage(stage)
     source = load_stage(config.promote_from) if config.promote_from else None
-    app, stacks, _ = create_app(config, promotion_source=source, outdir=outdir, context=context)
+    app, stacks = create_app(config, promotion_source=source, outdir=outdir, context=context)
     return app, stacks, app.synth()
 
 

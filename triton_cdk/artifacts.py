@@ -13,7 +13,21 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from model_build.key import MODEL_PREFIX
+from triton_cdk.guard import acknowledge_guard, restrict_grants_to_aws_services
 from triton_cdk.nag import acknowledge
+
+# S3 User Guide, "Enabling Amazon S3 server access logging": a target bucket's default encryption can
+# only be SSE-S3 ("SSE-KMS is not supported"), it can't have Object Lock, and it should not itself be logged.
+ACCESS_LOG_TARGET_RULES = {
+    "s3_bucket_default_encryption_kms_check": "S3 delivers server access logs only to an SSE-S3 bucket "
+    "(S3 User Guide, 'Enabling Amazon S3 server access logging': SSE-KMS is not supported).",
+    "s3_bucket_object_lock_enabled_check": "S3 can't deliver server access logs to a bucket with Object Lock "
+    "(same page).",
+    "s3_bucket_logging_enabled_check": "This is the access-log target; logging it would log its own log deliveries.",
+    "s3_bucket_versioning_enabled_check": "Access logs are written once by S3's log delivery and expire by "
+    "lifecycle; there is no version to keep.",
+    "s3_event_notifications_enabled_check": "Nothing acts on log deliveries; the logs are read when investigating.",
+}
 
 
 class ArtifactStore(Construct):
@@ -43,6 +57,7 @@ class ArtifactStore(Construct):
             enable_key_rotation=True,
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
+        restrict_grants_to_aws_services(self.key)
         # S3 server access logs can only be delivered to an SSE-S3 bucket, not SSE-KMS.
         self.log_bucket = s3.Bucket(
             self,
@@ -55,6 +70,8 @@ class ArtifactStore(Construct):
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
         acknowledge(self.log_bucket, "AwsSolutions-S1", "This is the access-log destination; logging it would loop.")
+        for rule, reason in ACCESS_LOG_TARGET_RULES.items():
+            acknowledge_guard(self.log_bucket, rule, reason)
 
         self.bucket = s3.Bucket(
             self,
@@ -77,6 +94,19 @@ class ArtifactStore(Construct):
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
         self._deny_foreign_encryption()
+        acknowledge_guard(
+            self.bucket,
+            "s3_bucket_object_lock_enabled_check",
+            "Artifacts are write-once without it: keys are content-addressed, model_build upload and promotion "
+            "write only absent keys and verify what exists, and versioning keeps any overwritten version. Object "
+            "Lock can never be disabled once on, and locked versions (a withdrawn model too) outlive deletion.",
+        )
+        acknowledge_guard(
+            self.bucket,
+            "s3_event_notifications_enabled_check",
+            "Nothing reacts to object events: the ensure-artifact resources and the pipeline look keys up "
+            "when they need them; access is recorded by the access logs.",
+        )
 
     @property
     def model_objects_arn(self) -> str:
@@ -85,7 +115,10 @@ class ArtifactStore(Construct):
     def _deny_foreign_encryption(self) -> None:
         """Uploads that ask for another encryption or another key are refused.
 
-        `IfExists`: a PUT without the headers gets the bucket default (this key), which is fine.
+        Only when the header is sent (`Null: false`): a PUT without it, and every UploadPart (which
+        carries no encryption header), gets the bucket default, this key. `...IfExists` would not do:
+        IAM evaluates an IfExists condition on an absent key as true ("IAM JSON policy elements:
+        Condition operators"), so the deny would refuse every plain upload.
         """
         for condition_key, allowed in (
             ("s3:x-amz-server-side-encryption", "aws:kms"),
@@ -98,9 +131,31 @@ class ArtifactStore(Construct):
                     principals=[iam.AnyPrincipal()],
                     actions=["s3:PutObject"],
                     resources=[self.bucket.arn_for_objects("*")],
-                    conditions={"StringNotEqualsIfExists": {condition_key: allowed}},
+                    conditions={"StringNotEquals": {condition_key: allowed}, "Null": {condition_key: "false"}},
                 )
             )
+
+    def allow_log_groups(self, name_prefix: str) -> None:
+        """CloudWatch Logs may use the key for this account's log groups named `<name_prefix>*` (the stage's
+        stacks: CloudFormation names a log group `<stack>-<logical id>-<suffix>`). CloudWatch Logs User Guide,
+        "Encrypt log data in CloudWatch Logs using AWS KMS": the regional logs principal, conditioned on the
+        `kms:EncryptionContext:aws:logs:arn` of the log group."""
+        stack = cdk.Stack.of(self)
+        groups = stack.format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name=f"{name_prefix}*",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowTheStageLogGroups",
+                principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+                resources=["*"],  # in a key policy, "*" is this key
+                conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": groups}},
+            )
+        )
 
     def allow_model_read(self, role: iam.IRole, sid: str) -> None:
         """Bucket policy + key grant: `role` may read (and list) the model prefix only."""

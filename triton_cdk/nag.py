@@ -1,6 +1,9 @@
-"""cdk-nag: the AwsSolutions pack on every synth, and acknowledgements with specific reasons.
+"""Policy validation on every synth: cdk-nag's AwsSolutions pack and AWS's Guard rules, and
+acknowledgements with specific reasons.
 
-cdk-nag 3 runs as a CDK policy-validation plugin: any finding not acknowledged fails synth.
+Both run as CDK policy-validation plugins: any finding not acknowledged fails synth. The Guard
+rules are AWS Control Tower's proactive controls, run by `cdklabs-cdk-validator-cfnguard` with the
+cfn-guard binary its package bundles (nothing to download at synth).
 """
 
 from __future__ import annotations
@@ -10,6 +13,9 @@ from collections.abc import Iterable
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
+
+from triton_cdk.guard import BuildStackFindings
+from triton_cdk.guard_plugin import StrictGuardValidator
 
 
 def literal_or_placeholder(value: str, placeholder: str) -> str:
@@ -27,8 +33,20 @@ def arn_pattern(scope: IConstruct, service: str, resource: str) -> str:
     return f"arn:{partition}:{service}:{region}:{account}:{resource}"
 
 
-def enable_aws_solutions_checks(app: cdk.App) -> None:
-    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks())
+def enable_checks(app: cdk.App) -> None:
+    """cdk-nag (AwsSolutions) and the Guard rules on every stack of `app`, nested stages included."""
+    # Before any stack exists: add_checks_to_stage does the same for each nested Stage.
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(), StrictGuardValidator())
+    add_checks_to_stage(app)
+
+
+def add_checks_to_stage(stage: cdk.Stage) -> None:
+    """What a Stage needs of its own for the checks: Aspects do not cross Stage boundaries."""
+    cdk.Aspects.of(stage).add(BuildStackFindings())
+
+
+# The name the area tests' own apps call.
+enable_aws_solutions_checks = enable_checks
 
 
 def acknowledge(scope: IConstruct, rule: str, reason: str, *, applies_to: Iterable[str] = ()) -> None:

@@ -25,19 +25,22 @@ from model_build.errors import InvalidModelError
 __all__ = ["Problem", "Target", "check_model_config", "check_repository", "target_for"]
 
 
-def check_repository(repo: Path, *, configs_only: bool = False, instance_type: str | None = None) -> list[Problem]:
+def check_repository(
+    repo: Path, *, configs_only: bool = False, instance_type: str | None = None, triton_release: str | None = None
+) -> list[Problem]:
     """Every problem in the model repository `repo`, ordered by model.
 
     `configs_only` skips what needs the model files (version folders, model files, label files,
     execution environments); `instance_type` (e.g. "ml.g5.xlarge") enables the rules that depend on
-    its GPUs (gpu ids, KIND_GPU on a CPU type, TensorRT without a GPU).
+    its GPUs (gpu ids, KIND_GPU on a CPU type, TensorRT without a GPU); `triton_release` (e.g. "24.09")
+    the rules that differ between releases (TensorRT data types, minimum GPU compute capability).
     """
     repo = Path(repo)
     if not repo.is_dir():
         raise InvalidModelError(
             f"model repository {repo} is not a folder; pass the folder that holds the model folders"
         )
-    target = target_for(instance_type)
+    target = target_for(instance_type, triton_release)
     problems = root_problems(repo) + symlink_problems(repo)
     folders = model_folders(repo)
     if not folders:
@@ -52,7 +55,11 @@ def check_repository(repo: Path, *, configs_only: bool = False, instance_type: s
 
 
 def check_model_config(
-    config_text: str, *, model_name: str | None = None, instance_type: str | None = None
+    config_text: str,
+    *,
+    model_name: str | None = None,
+    instance_type: str | None = None,
+    triton_release: str | None = None,
 ) -> list[Problem]:
     """Schema and Triton's single-model rules for one `config.pbtxt` text (no files, no other models).
 
@@ -77,4 +84,4 @@ def check_model_config(
                 "name-matches-folder",
             )
         )
-    return problems + validate_model_config(config, target_for(instance_type))
+    return problems + validate_model_config(config, target_for(instance_type, triton_release))

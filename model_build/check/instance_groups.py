@@ -19,7 +19,7 @@ InstanceKind = pb.ModelInstanceGroup.Kind
 
 
 def normalize_instance_groups(config: ModelConfig, target: Target) -> None:
-    """Triton's NormalizeInstanceGroup, in place, for a server that sees `target.gpu_count` GPUs.
+    """Triton's NormalizeInstanceGroup, in place, for a server that sees `target.supported_gpus`.
 
     A missing instance group becomes one named after the model; nameless groups are named
     `<model>_<index>`; KIND_AUTO becomes KIND_GPU when every listed GPU exists, else KIND_CPU;
@@ -30,7 +30,8 @@ def normalize_instance_groups(config: ModelConfig, target: Target) -> None:
         return
     if not config.instance_group:
         config.instance_group.add(name=config.name)
-    supported = set(range(target.gpu_count)) if target.gpu_count is not None else None
+    known = target.supported_gpus
+    supported = set(known) if known is not None else None
     for index, group in enumerate(config.instance_group):
         if not group.name:
             group.name = f"{config.name}_{index}"
@@ -41,6 +42,27 @@ def normalize_instance_groups(config: ModelConfig, target: Target) -> None:
             group.count = 1
         if group.kind == InstanceKind.KIND_GPU and not group.gpus and supported:
             group.gpus.extend(sorted(supported))
+
+
+def _no_gpu_reason(target: Target) -> str:
+    """Why the target leaves Triton no GPU: none at all, or one below the release's minimum."""
+    if not target.gpu_count:
+        return f"instance type {target.name} has no GPU"
+    return (
+        f"the GPU of instance type {target.name} has compute capability {target.compute_capability}, below "
+        f"Triton {target.triton_release}'s minimum {target.min_compute_capability}"
+    )
+
+
+def _unsupported_gpu(prefix: str, gpu: int, target: Target, supported: list[int]) -> str:
+    """Triton's text; the minimum compute capability (std::to_string of a double) is the release's."""
+    minimum = target.min_compute_capability
+    of = f" of {float(minimum):f}" if minimum else ""
+    ids = ", ".join(str(i) for i in supported)
+    return (
+        f"{prefix} specifies invalid or unsupported gpu id {gpu}. GPUs with at least the minimum required CUDA "
+        f"compute compatibility{of} are: {ids} (instance type {target.name})"
+    )
 
 
 def instance_group_problems(config: ModelConfig, target: Target) -> Iterator[Problem]:
@@ -55,31 +77,26 @@ def instance_group_problems(config: ModelConfig, target: Target) -> Iterator[Pro
             yield Problem(name, where, f"{prefix} has kind KIND_MODEL but specifies one or more GPUs", "instance-group")
         elif group.kind == InstanceKind.KIND_CPU and group.gpus:
             yield Problem(name, where, f"{prefix} has kind KIND_CPU but specifies one or more GPUs", "instance-group")
-        elif group.kind == InstanceKind.KIND_GPU and target.gpu_count is not None:
-            if target.gpu_count == 0:
+        elif group.kind == InstanceKind.KIND_GPU and target.supported_gpus is not None:
+            supported = target.supported_gpus
+            if not group.gpus:
                 yield Problem(
                     name,
                     where,
-                    f"{prefix} has kind KIND_GPU but no GPUs are available (instance type {target.name} has no GPU)",
+                    f"{prefix} has kind KIND_GPU but no GPUs are available ({_no_gpu_reason(target)})",
                     "gpu-count",
                 )
             else:
-                for gpu in group.gpus:
-                    if not 0 <= gpu < target.gpu_count:
-                        ids = ", ".join(str(i) for i in range(target.gpu_count))
-                        yield Problem(
-                            name,
-                            f"{where}.gpus",
-                            f"{prefix} specifies invalid or unsupported gpu id {gpu} "
-                            f"(instance type {target.name} has GPUs: {ids})",
-                            "gpu-count",
-                        )
-                        break
+                wrong = next((gpu for gpu in group.gpus if gpu not in supported), None)
+                if wrong is not None:
+                    message = _unsupported_gpu(prefix, wrong, target, supported)
+                    yield Problem(name, f"{where}.gpus", message, "gpu-count")
         if config.platform != TENSORRT_PLATFORM and group.profile:
             yield Problem(
                 name,
                 f"{where}.profile",
-                f"{prefix} and platform {config.platform} specifies profile field which is only supported for "
+                # Triton's text has no space before "specifies" (core ValidateInstanceGroup).
+                f"{prefix} and platform {config.platform}specifies profile field which is only supported for "
                 "TensorRT models",
                 "instance-group",
             )

@@ -18,34 +18,42 @@ import os
 from pathlib import Path
 
 from model_build.check.checked import CheckedModel, versions_to_load
+from model_build.check.environment import environment_folder, environment_problems
+from model_build.check.model_io import model_io_problems
 from model_build.check.problems import REPOSITORY, Problem
 from model_build.check.rules import validate_model_config
-from model_build.check.schema import PYTHON_BACKEND, autocomplete, expected_model_file, normalize, parse_config
+from model_build.check.schema import autocomplete, expected_model_file, normalize, parse_config
 from model_build.check.target import Target
+from model_build.errors import InvalidModelError
+from model_build.model_tree import printable, scan_model_tree
 
 CONFIG_FILE = "config.pbtxt"
 MODEL_DIRECTORY_VARIABLE = "$$TRITON_MODEL_DIRECTORY"
 
 
 def symlink_problems(repo: Path) -> list[Problem]:
-    """Every symbolic link under `repo` (links to folders are reported, not followed)."""
+    """Symbolic links at the top of `repo` (a linked model folder); inside model folders the shared
+    model-tree rules report them (tree_problems)."""
     found = []
-    for root, dirs, files in os.walk(repo):
-        for entry in sorted(dirs + files):
-            path = Path(root, entry)
-            if path.is_symlink():
-                relative = path.relative_to(repo)
-                model = relative.parts[0] if len(relative.parts) > 1 else REPOSITORY
-                found.append(
-                    Problem(
-                        model,
-                        relative.as_posix(),
-                        f"is a symbolic link (to {os.readlink(path)}); the repository is packed into a tar.gz "
-                        "for S3: replace the link with the file or folder itself",
-                        "no-symlinks",
-                    )
+    for path in _listing(repo):
+        if path.is_symlink():
+            found.append(
+                Problem(
+                    REPOSITORY,
+                    printable(path.name),
+                    f"is a symbolic link (to {printable(os.readlink(path))}); the repository is packed into a tar.gz "
+                    "for S3: replace the link with the file or folder itself",
+                    "no-symlinks",
                 )
+            )
     return found
+
+
+def tree_problems(folder: Path, *, check_models: bool) -> list[Problem]:
+    """What `package` would refuse in this model folder: the same function decides both
+    (model_build.model_tree: names, links, special and unreadable files, ONNX files and their data)."""
+    _, found = scan_model_tree(folder.parent, folder.name, check_models=check_models)
+    return [Problem(printable(folder.name), problem.relative, problem.message, problem.rule) for problem in found]
 
 
 def root_problems(repo: Path) -> list[Problem]:
@@ -64,16 +72,27 @@ def root_problems(repo: Path) -> list[Problem]:
     return found
 
 
+def _listing(repo: Path) -> list[Path]:
+    try:
+        return sorted(repo.iterdir())
+    except OSError as error:
+        raise InvalidModelError(
+            f"{printable(str(repo))}: cannot list the model repository ({error.strerror or error}); check its "
+            "permissions"
+        ) from None
+
+
 def model_folders(repo: Path) -> list[Path]:
     """Every folder at the top of the repository is a model to Triton (hidden ones too)."""
-    return sorted(path for path in repo.iterdir() if path.is_dir() and not path.is_symlink())
+    return [path for path in _listing(repo) if path.is_dir() and not path.is_symlink()]
 
 
-def _version_folders(folder: Path, model: str) -> tuple[dict[int, Path], list[Problem]]:
+def _version_folders(folder: Path, model: str, environment: str | None) -> tuple[dict[int, Path], list[Problem]]:
+    """Numeric version folders; other folders are reported, except an unpacked Python environment."""
     versions: dict[int, Path] = {}
     found: list[Problem] = []
     for path in sorted(folder.iterdir()):
-        if not path.is_dir() or path.is_symlink():
+        if not path.is_dir() or path.is_symlink() or path.name == environment:
             continue
         if not path.name.isdigit():
             found.append(
@@ -170,46 +189,50 @@ def _model_file_problems(folder: Path, config, versions: dict[int, Path], target
                     "model-file",
                 )
             )
-    env_path = config.parameters["EXECUTION_ENV_PATH"].string_value if "EXECUTION_ENV_PATH" in config.parameters else ""
-    if config.backend == PYTHON_BACKEND and env_path.startswith(MODEL_DIRECTORY_VARIABLE):
-        relative = env_path[len(MODEL_DIRECTORY_VARIABLE) :].lstrip("/")
-        if not (folder / relative).is_file():
-            found.append(
-                Problem(
-                    config.name,
-                    "parameters.EXECUTION_ENV_PATH",
-                    f"execution environment {relative} is not in the model folder {folder.name}/ ({env_path})",
-                    "model-file",
-                )
-            )
-    return found
+    return found + environment_problems(folder, config)
 
 
 def check_model_folder(folder: Path, *, configs_only: bool, target: Target) -> CheckedModel:
     """Schema, Triton's rules and layout for one model folder."""
     model = CheckedModel(folder.name, None)
+    shown = printable(folder.name)
+    # What package would refuse, whatever the config says (every file, its name and type).
+    files = tree_problems(folder, check_models=not configs_only)
+    try:
+        os.listdir(folder)
+    except OSError:
+        model.problems += files  # the folder is reported unreadable; nothing else can be looked at
+        return model
     config_path = folder / CONFIG_FILE
     if not config_path.is_file():
         model.problems.append(
             Problem(
-                folder.name,
+                shown,
                 CONFIG_FILE,
-                f"no {CONFIG_FILE} in model folder {folder.name}/: every folder at the top of the repository is "
+                f"no {CONFIG_FILE} in model folder {shown}/: every folder at the top of the repository is "
                 "loaded as a model; add its config or move the folder out",
                 "layout-config",
             )
         )
+        # The folder's own name is part of the layout-config problem: say it once.
+        model.problems += [problem for problem in files if problem.field != shown]
         return model
     try:
         text = config_path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
-        model.problems.append(Problem(folder.name, CONFIG_FILE, f"is not UTF-8 text: {error}", "schema"))
+        model.problems.append(Problem(shown, CONFIG_FILE, f"is not UTF-8 text: {error}", "schema"))
+        return model
+    except OSError as error:
+        # The tree rules name the unreadable file; nothing more can be checked without the config.
+        if not files:
+            model.problems.append(Problem(shown, CONFIG_FILE, f"cannot be read ({error.strerror})", "unreadable"))
+        model.problems += files
         return model
     config, problems = parse_config(text, model=folder.name, source=f"{folder.name}/{CONFIG_FILE}")
     if config is None:
-        model.problems += problems
+        model.problems += problems + files
         return model
-    versions, version_folder_problems = _version_folders(folder, config.name or folder.name)
+    versions, version_folder_problems = _version_folders(folder, config.name or folder.name, environment_folder(config))
     backend_problems = autocomplete(config, folder_name=folder.name, first_version=_first_subfolder(folder))
     model.problems += backend_problems
     normalize(config)
@@ -219,8 +242,7 @@ def check_model_folder(folder: Path, *, configs_only: bool, target: Target) -> C
             Problem(
                 config.name,
                 "name",
-                f"unexpected directory name '{folder.name}' for model '{config.name}', directory name must equal "
-                "model name",
+                f"unexpected directory name '{shown}' for model '{config.name}', directory name must equal model name",
                 "name-matches-folder",
             )
         )
@@ -228,6 +250,10 @@ def check_model_folder(folder: Path, *, configs_only: bool, target: Target) -> C
         model.problems += validate_model_config(config, target)
     model.problems += version_folder_problems
     model.problems += _version_problems(model, versions, configs_only=configs_only)
+    model.problems += files
     if not configs_only:
         model.problems += _model_file_problems(folder, config, versions, target)
+        # A model file that is not valid ONNX is already reported (files); its I/O cannot be read.
+        if not backend_problems:
+            model.problems += model_io_problems(folder, config, versions, model.versions or set())
     return model

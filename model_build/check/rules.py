@@ -17,6 +17,7 @@ from model_build.check.problems import Problem
 from model_build.check.scheduling import dynamic_batching_problems, sequence_batching_problems
 from model_build.check.schema import ENSEMBLE_PLATFORM, KNOWN_BACKEND_PLATFORMS, ModelConfig
 from model_build.check.target import Target
+from model_build.check.tensorrt import tensorrt_problems
 
 
 def _platform_problems(config: ModelConfig) -> Iterator[Problem]:
@@ -74,6 +75,7 @@ def validate_model_config(config: ModelConfig, target: Target | None = None) -> 
     found += instance_group_problems(config, target)
     found += io_problems(config)
     found += target_problems(config, target)
+    found += tensorrt_problems(config, target)
     return found
 
 

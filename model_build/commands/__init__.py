@@ -4,6 +4,7 @@ Each module defines NAME, HELP, add_arguments(parser) and run(args) -> int.
 """
 
 COMMAND_MODULES = (
+    "init",
     "export",
     "config",
     "check",

@@ -13,6 +13,7 @@ from pathlib import Path
 from model_build.catalogue import UnknownInstanceTypeError
 from model_build.check import check_repository
 from model_build.errors import ModelBuildError
+from model_build.releases import UnknownReleaseError
 
 NAME = "check"
 HELP = (
@@ -35,13 +36,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="SageMaker instance type the repository will be served on (e.g. ml.g5.xlarge); enables the "
         "rules that depend on its GPUs. Default: GPU-dependent rules are skipped.",
     )
+    parser.add_argument(
+        "--triton-release",
+        metavar="YY.MM",
+        help="Triton release that will serve the repository (e.g. 24.09); enables the rules that differ between "
+        "releases (TensorRT data types, minimum GPU compute capability). Default: only what holds for every release.",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        problems = check_repository(args.repo, configs_only=args.configs_only, instance_type=args.instance_type)
+        problems = check_repository(
+            args.repo,
+            configs_only=args.configs_only,
+            instance_type=args.instance_type,
+            triton_release=args.triton_release,
+        )
     except UnknownInstanceTypeError as error:
         raise ModelBuildError(f"--instance-type: {error}") from None
+    except UnknownReleaseError as error:
+        raise ModelBuildError(f"--triton-release: {error}") from None
     for problem in problems:
         print(problem)
     if problems:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
@@ -11,9 +10,11 @@ from pydantic import ValidationError
 
 from model_build import pbtxt
 from model_build.app_config import format_validation_error, load_model_settings
-from model_build.atomic import atomic_path, write_atomically
+from model_build.atomic import write_atomically
 from model_build.errors import ModelBuildError
+from model_build.onnx_external import ExternalDataError, MalformedModelError, copy_with_external_data
 from model_build.onnx_inspect import inspect_model
+from model_build.releases import UnknownReleaseError, release
 from model_build.settings import ModelSettings
 
 NAME = "config"
@@ -34,6 +35,12 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--instance-kind", choices=["KIND_GPU", "KIND_CPU", "KIND_AUTO"], default=None, help="default: KIND_GPU"
     )
+    source.add_argument(
+        "--triton-release",
+        metavar="YY.MM",
+        help="Triton release that serves the model (with --config: the file's triton_release). A TensorRT "
+        "model's data types depend on it (TensorRT 8.6 in 23.12-24.03 turns INT64 into INT32)",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,13 +51,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> ModelSettings:
+    return settings_and_release(args)[0]
+
+
+def settings_and_release(args: argparse.Namespace) -> tuple[ModelSettings, str | None]:
+    """The model's settings and the serving Triton release (None: not given on the command line)."""
     if args.config or args.model:
         if not (args.config and args.model):
             raise ModelBuildError("--config and --model go together (or use --name for a model outside the config)")
-        if args.name or args.platform or args.max_batch_size is not None or args.instance_kind:
-            raise ModelBuildError("--name/--platform/--max-batch-size/--instance-kind cannot be combined with --config")
-        settings, _release = load_model_settings(args.config, args.model)
-        return settings
+        if args.name or args.platform or args.max_batch_size is not None or args.instance_kind or args.triton_release:
+            raise ModelBuildError(
+                "--name/--platform/--max-batch-size/--instance-kind/--triton-release cannot be combined with --config"
+            )
+        settings, triton_release = load_model_settings(args.config, args.model)
+        _known_release(triton_release, f"{args.config}: triton_release")
+        return settings, triton_release
+    if args.triton_release:
+        _known_release(args.triton_release, "--triton-release")
+    return _settings_from_options(args), args.triton_release
+
+
+def _known_release(name: str, where: str) -> None:
+    try:
+        release(name)
+    except UnknownReleaseError as error:
+        raise ModelBuildError(f"{where}: {error}") from None
+
+
+def _settings_from_options(args: argparse.Namespace) -> ModelSettings:
     if not args.name:
         raise ModelBuildError("give either --config FILE --model NAME, or --name NAME")
     fields: dict = {"name": args.name, "source": {"path": str(args.onnx)}}
@@ -69,22 +97,40 @@ def settings_from_args(args: argparse.Namespace) -> ModelSettings:
 
 
 def copy_atomically(source: Path, target: Path) -> None:
-    with atomic_path(target) as temp:
-        shutil.copyfile(source, temp)
+    """The ONNX file and every external data file it names (model_build.onnx_external)."""
+    try:
+        copy_with_external_data(source, target)
+    except (ExternalDataError, MalformedModelError) as error:
+        raise ModelBuildError(f"{source}: {error}") from None
+
+
+def _check_repository_folder(repository: Path) -> None:
+    """--repository is a folder, or does not exist yet (it is created); a file there is a mistake."""
+    if repository.exists() and not repository.is_dir():
+        raise ModelBuildError(f"--repository {repository}: not a folder; give the model repository folder")
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = settings_from_args(args)
+    settings, triton_release = settings_and_release(args)
     signature = inspect_model(args.onnx)
-    text = pbtxt.render(pbtxt.build_model_config(signature, settings), source=args.onnx)
+    # generate() refuses a config that `check` would refuse: nothing is written then.
+    text = pbtxt.generate(signature, settings, triton_release)
     if args.stdout:
         sys.stdout.write(text)
         return 0
     model_dir = args.repository / settings.name
-    if settings.platform == "onnxruntime_onnx":
-        # Model first, config last: a folder with a config.pbtxt is a complete model to Triton.
-        copy_atomically(args.onnx, model_dir / "1" / "model.onnx")
-    write_atomically(model_dir / "config.pbtxt", text.encode())
+    _check_repository_folder(args.repository)
+    try:
+        if settings.platform == "onnxruntime_onnx":
+            # Model first, config last: a folder with a config.pbtxt is a complete model to Triton.
+            copy_atomically(args.onnx, model_dir / "1" / "model.onnx")
+        write_atomically(model_dir / "config.pbtxt", text.encode())
+    except OSError as error:
+        where = error.filename or model_dir
+        raise ModelBuildError(
+            f"--repository {args.repository}: cannot write {where} ({error.strerror or error}); "
+            "give a model repository folder you can write to"
+        ) from None
     print(f"wrote {model_dir / 'config.pbtxt'}", file=sys.stderr)
     if settings.platform == "tensorrt_plan":
         print(f"next: python -m model_build build ... writes {model_dir / '1' / 'model.plan'}", file=sys.stderr)

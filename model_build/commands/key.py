@@ -15,9 +15,10 @@ from pathlib import Path
 from model_build.app_config import load_model_settings, read_yaml
 from model_build.catalogue import UnknownInstanceTypeError, instance_type
 from model_build.errors import ModelBuildError
-from model_build.key import PORTABLE_TARGET, artifact_digest, model_artifact_key, source_fingerprint
+from model_build.key import PORTABLE_TARGET, SourceError, artifact_digest, model_artifact_key, source_fingerprint
 from model_build.matching import BuildMatchError, match_build
 from model_build.settings import ModelSettings
+from model_build.source_paths import model_source_problems
 
 NAME = "key"
 HELP = "Print the content-addressed S3 key of a model's artifact (same inputs, same key)."
@@ -72,7 +73,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "as the CDK app decides it",
     )
     parser.add_argument(
-        "--base-dir", type=Path, default=Path("."), help="folder that source.path is relative to. Default: ."
+        "--base-dir",
+        type=Path,
+        default=Path("."),
+        help="the project root: source.path is relative to it and must resolve inside it (symlinks followed). "
+        "Default: .",
     )
     parser.add_argument("--json", action="store_true", help="print {key, digest, source, gpu_target} as JSON")
 
@@ -87,9 +92,16 @@ def run(args: argparse.Namespace) -> int:
         gpu_target = args.gpu_target
     else:
         gpu_target = gpu_target_for_instance(settings, args.instance_type, release, _fleet(args.config))
+    # The CDK config loader's rule: a local source (symlinks followed) stays inside the project.
+    problems = model_source_problems(settings, args.base_dir)
+    if problems:
+        raise ModelBuildError(
+            "\n".join(f"{args.config}: model {args.model!r}: {field}: {message}" for field, message in problems)
+            + f"\n(--base-dir {args.base_dir} is the project root; run from it or pass --base-dir)"
+        )
     try:
         source = source_fingerprint(settings.source, args.base_dir)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, SourceError) as error:
         raise ModelBuildError(f"{args.config}: model {args.model!r}: {error}") from None
     digest = artifact_digest(settings, source=source, triton_release=release, gpu_target=gpu_target)
     key = model_artifact_key(settings.name, digest)

@@ -38,11 +38,16 @@ class Synthesized:
 
 def synthesize(build, outdir: Path) -> Synthesized:
     """`build(app) -> dict of stacks`; synthesized with the AwsSolutions checks, as app.py does."""
+    import json
+
     import aws_cdk as cdk
 
     from triton_cdk.nag import enable_aws_solutions_checks
 
-    app = cdk.App(outdir=str(outdir))
+    # The CLI passes cdk.json's context (feature flags, e.g. access logs delivered through a bucket
+    # policy instead of an ACL): the variants are synthesized with the same, as app.py's are.
+    context = json.loads((PROJECT_ROOT / "cdk.json").read_text())["context"]
+    app = cdk.App(outdir=str(outdir), context=context)
     stacks = build(app)
     enable_aws_solutions_checks(app)
     return Synthesized(app, app.synth(), outdir, stacks)
@@ -60,7 +65,6 @@ def mixed_document() -> dict:
             "queue_timeout_minutes": 30,
             "concurrency": 3,
             "log_retention_days": 14,
-            "artifact_wait_minutes": 45,
         },
         "models": [
             {"name": "resnet50", "source": {"export": "resnet50"}, **gpu_model},
@@ -124,7 +128,10 @@ def promote_documents() -> tuple[dict, dict]:
             "uncompressed_model_data": True,
         },
     ]
+    # dev2 and prod2 in different regions and accounts: promotion must decrypt through dev2's region.
+    source.update(account="111111111111", region="us-east-1")
     target = {**source, "stage": "prod2", "artifacts": {}, "promote_from": "dev2"}
+    target.update(account="222222222222", region="eu-west-1")
     return source, target
 
 
@@ -148,9 +155,10 @@ def stage_stacks(app, config, config_dir: Path | None = None) -> dict:
     from triton_cdk.config import load_stage
     from triton_cdk.promotion import promotion_source_bucket
 
-    source_bucket = None
+    source_bucket = source = None
     if config.promote_from:
-        source_bucket = promotion_source_bucket(config, load_stage(config.promote_from, config_dir))
+        source = load_stage(config.promote_from, config_dir)
+        source_bucket = promotion_source_bucket(config, source)
 
     prefix = f"Triton-{config.stage}"
     artifacts = ArtifactStack(app, f"{prefix}-Artifacts", config=config)
@@ -162,5 +170,7 @@ def stage_stacks(app, config, config_dir: Path | None = None) -> dict:
         artifacts=artifacts,
         endpoint_artifacts=located,
         promotion_source_bucket=source_bucket,
+        promotion_source_region=source.region if source else None,
+        promotion_source_account=source.account if source else None,
     )
     return {f"{config.stage}-artifacts": artifacts, f"{config.stage}-build": build}

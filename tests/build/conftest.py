@@ -11,6 +11,8 @@ import boto3
 import pytest
 from build_helpers import (
     HANDLER_PATH,
+    PROJECT_ROOT,
+    SHARED,
     Synthesized,
     fleet_document,
     mixed_document,
@@ -95,7 +97,9 @@ def variants_synth(tmp_path_factory) -> Synthesized:
     def build(app):
         stacks = {}
         for stage in ("mixed", "fleet", "dev2", "prod2"):
-            stacks.update(stage_stacks(app, load_config(folder / f"{stage}.yaml"), folder))
+            # mixed's local sources are ../shared test data: allow that root beside the project's.
+            config = load_config(folder / f"{stage}.yaml", source_roots=(PROJECT_ROOT, SHARED))
+            stacks.update(stage_stacks(app, config, folder))
         return stacks
 
     return synthesize(build, tmp_path_factory.mktemp("variants"))

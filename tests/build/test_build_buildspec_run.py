@@ -188,3 +188,46 @@ def test_an_onnxruntime_model_is_packaged_without_gpu_tools(run_buildspec, s3):
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert sorted(archive_members(s3, run_buildspec.bucket)) == ["tiny/1/model.onnx", "tiny/config.pbtxt"]
+
+
+def test_an_onnx_file_with_external_data_reaches_the_build_whole(run_buildspec, s3, tmp_path):
+    """`onnx-zip`: the ONNX file and the files its tensors live in arrive together (onnx external data)."""
+    import zipfile
+
+    import numpy as np
+    from onnx import numpy_helper
+
+    folder = tmp_path / "ext"
+    folder.mkdir()
+    weight = numpy_helper.from_array(np.arange(3 * 3, dtype=np.float32).reshape(3, 3), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["input", "w"], ["output"])],
+        "ext",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 3])],
+        initializer=[weight],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save_model(model, str(folder / "mine.onnx"), save_as_external_data=True, location="mine.weights",
+                    size_threshold=0)  # fmt: skip
+    archive = tmp_path / "source.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for name in ("mine.onnx", "mine.weights"):
+            zipped.write(folder / name, name)
+    sources = "sources-ext"
+    s3.create_bucket(Bucket=sources)
+    s3.upload_file(str(archive), sources, "asset.zip")
+    result = run_buildspec(
+        PLATFORM="onnxruntime_onnx",
+        BUILD_CONFIG=settings_document("onnxruntime_onnx"),
+        SOURCE_KIND="onnx-zip",
+        SOURCE_URI=f"s3://{sources}/asset.zip#mine.onnx",
+        TRTEXEC="/nonexistent/trtexec",
+        EXPECT_TENSORRT="",
+        EXPECT_COMPUTE_CAPABILITY="",
+        GPU_TARGET="portable",
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert sorted(archive_members(s3, run_buildspec.bucket)) == [
+        "tiny/1/mine.weights", "tiny/1/model.onnx", "tiny/config.pbtxt",
+    ]  # fmt: skip

@@ -84,9 +84,96 @@ def test_a_fleet_arn_must_be_a_codebuild_fleet(tmp_path):
     assert "build.fleet.arn: String should match pattern" in message
 
 
-def test_waiting_longer_than_cloudformation_allows_is_refused(tmp_path):
-    message = refusal(tmp_path, document("ml.g5.xlarge", artifact_wait_minutes=120))
-    assert "build.artifact_wait_minutes: Input should be less than or equal to 60 (got 120)" in message
+def test_the_removed_wait_setting_is_refused_with_what_replaced_it(tmp_path):
+    message = refusal(tmp_path, document("ml.g5.xlarge", artifact_wait_minutes=45))
+    assert (
+        "refused.yaml: build: artifact_wait_minutes is no longer used: a deployment now waits for the build" in message
+    )
+
+
+def test_a_build_longer_than_a_wait_condition_can_wait_is_refused(tmp_path):
+    """AWS::CloudFormation::WaitCondition (CloudFormation template reference): Timeout at most 43200 s (12 h)."""
+    message = refusal(tmp_path, document("ml.g5.xlarge", timeout_minutes=700, queue_timeout_minutes=60))
+    assert (
+        "queue_timeout_minutes + timeout_minutes + 15 = 775 minutes, but a deployment can wait for a build at most "
+        "720 minutes (CloudFormation's WaitCondition limit of 12 hours)" in message
+    )
+
+
+def regional(document_: dict, region: str) -> dict:
+    return {**document_, "region": region, "account": "111111111111"}
+
+
+@pytest.mark.parametrize("region", ["sa-east-1", "ap-south-1", "eu-north-1", "us-west-1"])
+def test_a_region_without_gpu_codebuild_is_refused_with_the_alternatives(tmp_path, region):
+    """LINUX_GPU_CONTAINER exists only in some regions (CodeBuild API reference, ProjectEnvironment.type;
+    triton_cdk/build/gpu_regions.py)."""
+    message = refusal(tmp_path, regional(document("ml.g5.xlarge"), region))
+    assert (
+        f"refused.yaml: region: endpoints[0] needs a GPU build: CodeBuild has no on-demand GPU builds "
+        f"(BUILD_GENERAL1_SMALL, A10G) in {region}" in message
+    )
+    assert "regions with them: us-east-1, us-east-2, us-west-2, ca-central-1, eu-west-1, eu-west-2" in message
+
+
+def test_a_region_without_gpu_fleets_is_refused_for_a_fleet_build(tmp_path):
+    fleet = {"arn": "arn:aws:codebuild:ap-southeast-1:111111111111:fleet/t4:1", "gpu": "T4"}
+    message = refusal(tmp_path, regional(document("ml.g4dn.xlarge", fleet=fleet), "ap-southeast-1"))
+    assert "CodeBuild has no GPU reserved-capacity fleets (LINUX_GPU_CONTAINER) in ap-southeast-1" in message
+
+
+def test_a_fleet_in_another_region_is_refused(tmp_path):
+    message = refusal(
+        tmp_path, regional(document("ml.g4dn.xlarge", fleet={"arn": FLEET_ARN, "gpu": "T4"}), "eu-west-1")
+    )
+    assert (
+        "build.fleet.arn: the fleet is in us-east-1 but this stage deploys to eu-west-1; a CodeBuild project can "
+        "only use a fleet of its own region" in message
+    )
+
+
+@pytest.mark.parametrize("region", ["us-east-1", "eu-central-1", "ap-northeast-1"])
+def test_a_region_with_gpu_codebuild_loads(tmp_path, region):
+    assert load_config(write_configs(tmp_path, regional(document("ml.g5.xlarge"), region)) / "refused.yaml").region
+
+
+def test_a_stage_that_only_promotes_needs_no_gpu_codebuild(tmp_path):
+    source = {**regional(document("ml.g5.xlarge"), "us-east-1"), "stage": "src"}
+    target = {**regional(document("ml.g5.xlarge"), "sa-east-1"), "stage": "refused", "promote_from": "src"}
+    write_configs(tmp_path, source)
+    assert load_config(write_configs(tmp_path, target) / "refused.yaml").region == "sa-east-1"
+
+
+def test_the_region_table_names_its_source_and_pins_the_documented_regions():
+    from triton_cdk.build import gpu_regions
+
+    assert "ProjectEnvironment.type" in gpu_regions.__doc__ and "CreateFleet.environmentType" in gpu_regions.__doc__
+    assert set(gpu_regions.FLEET_GPU_REGIONS) <= set(gpu_regions.ON_DEMAND_GPU_REGIONS)
+    assert "sa-east-1" not in gpu_regions.ON_DEMAND_GPU_REGIONS
+
+
+def test_the_fleet_region_table_matches_botocores_codebuild_model():
+    """botocore ships the CodeBuild API reference text: the fleet list must be the one it documents."""
+    import re
+
+    import botocore.session
+
+    from triton_cdk.build.gpu_regions import FLEET_GPU_REGIONS
+
+    shape = botocore.session.get_session().get_service_model("codebuild").shape_for("CreateFleetInput")
+    text = " ".join(re.sub("<[^>]+>", " ", shape.members["environmentType"].documentation).split())
+    sentence = re.search(r"LINUX_GPU_CONTAINER is available only in regions (.+?\))\.", text).group(1)
+    names = {
+        "US East (N. Virginia)": "us-east-1",
+        "US East (Ohio)": "us-east-2",
+        "US West (Oregon)": "us-west-2",
+        "EU (Ireland)": "eu-west-1",
+        "EU (Frankfurt)": "eu-central-1",
+        "Asia Pacific (Tokyo)": "ap-northeast-1",
+        "Asia Pacific (Sydney)": "ap-southeast-2",
+    }
+    documented = {names[n.strip().removeprefix("and ").strip()] for n in sentence.split(",")}
+    assert documented == set(FLEET_GPU_REGIONS)
 
 
 def test_a_log_retention_cloudwatch_does_not_offer_is_refused(tmp_path):
@@ -101,3 +188,10 @@ def test_a_log_retention_cloudwatch_does_not_offer_is_refused(tmp_path):
 def test_matched_pairs_load(tmp_path, instance, fleet_gpu):
     fleet = {"arn": FLEET_ARN, "gpu": fleet_gpu} if fleet_gpu else None
     assert load_config(write_configs(tmp_path, document(instance, fleet=fleet)) / "refused.yaml").endpoints
+
+
+def test_a_stage_without_gpu_builds_may_use_any_region(tmp_path):
+    """Models packaged on the CPU project (ONNX Runtime on a CPU instance) need no LINUX_GPU_CONTAINER."""
+    doc = regional(document("ml.c5.xlarge"), "sa-east-1")
+    doc["models"][0].update(platform="onnxruntime_onnx", instance_groups=[{"kind": "KIND_CPU", "count": 1}])
+    assert load_config(write_configs(tmp_path, doc) / "refused.yaml").region == "sa-east-1"

@@ -84,11 +84,12 @@ def test_dev_builds_every_model_on_one_a10g_gpu_project(dev_build):
             "Source": {"Type": "S3", "BuildSpec": "buildspec.yml"},
             "TimeoutInMinutes": 120,
             "QueuedTimeoutInMinutes": 60,
-            "ConcurrentBuildLimit": 2,
             "EncryptionKey": Match.any_value(),
             "LogsConfig": {"CloudWatchLogs": {"Status": "ENABLED", "GroupName": Match.any_value()}},
         },
     )
+    # No project limit: builds over CodeBuild's limits queue instead of failing ("Builds in AWS CodeBuild").
+    assert all("ConcurrentBuildLimit" not in p["Properties"] for p in projects(dev_build).values())
     template.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 30})
     for group in resources(dev_build, "AWS::Logs::LogGroup").values():
         assert group["Properties"]["RetentionInDays"] == 30
@@ -143,17 +144,98 @@ def test_build_failures_notify_the_stacks_topic(dev_build):
     template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": Match.any_value()})
 
 
-def test_provider_waits_for_the_configured_time_and_polls_every_30_seconds(dev_build):
-    machine = next(iter(resources(dev_build, "AWS::StepFunctions::StateMachine").values()))
-    definition = json.dumps(machine["Properties"]["DefinitionString"])
-    # 60 minutes / 30 s = 120 attempts.
-    assert re.search(r'\\"IntervalSeconds\\":30,\\"MaxAttempts\\":120', definition), definition
+def wait_conditions(template: dict) -> dict[str, dict]:
+    return resources(template, "AWS::CloudFormation::WaitCondition")
+
+
+def test_each_build_is_waited_for_by_a_wait_condition_its_end_signals(dev_build):
+    """The deployment waits on AWS::CloudFormation::WaitCondition (Timeout up to 12 h), not on the custom
+    resource (at most 1 h): queue + build timeout + 15 min = (60 + 120 + 15) min here."""
+    artifacts = resources(dev_build, ARTIFACT_TYPE)
+    waits = wait_conditions(dev_build)
+    handles = resources(dev_build, "AWS::CloudFormation::WaitConditionHandle")
+    assert len(waits) == len(handles) == len(artifacts) == 3
+    for logical_id, artifact in artifacts.items():
+        handle = artifact["Properties"]["WaitHandle"]["Ref"]
+        assert handle in handles
+        (wait,) = [w for w in waits.values() if w["Properties"]["Handle"] == {"Ref": handle}]
+        assert wait["Properties"]["Timeout"] == str((60 + 120 + 15) * 60)
+        assert wait["Properties"]["Count"] == 1
+        assert logical_id in wait["DependsOn"]
+        assert artifact["Properties"]["ServiceTimeout"] == "1200"
+
+
+def test_build_ends_invoke_the_signalling_function(dev_build):
+    template = Template.from_json(dev_build)
+    template.has_resource_properties(
+        "AWS::Events::Rule",
+        {
+            "EventPattern": {
+                "source": ["aws.codebuild"],
+                "detail-type": ["CodeBuild Build State Change"],
+                "detail": {
+                    "build-status": ["SUCCEEDED", "FAILED", "FAULT", "STOPPED", "TIMED_OUT"],
+                    "project-name": [{"Ref": next(iter(projects(dev_build)))}],
+                },
+            },
+            "Targets": [
+                Match.object_like(
+                    {
+                        "Arn": {"Fn::GetAtt": [Match.string_like_regexp("^EnsureArtifactsOnBuildState"), "Arn"]},
+                        "RetryPolicy": {"MaximumRetryAttempts": 8},
+                    }
+                )
+            ],
+        },
+    )
+
+
+def wait_ids(key: str, prefix: str | None = None, timeout_minutes: int = 60) -> set[str]:
+    """Logical IDs of the handle and wait condition one artifact gets, from a minimal stack."""
+    import aws_cdk as cdk
+    from aws_cdk import aws_codebuild as codebuild
+
+    from triton_cdk.build.ensure_artifact import ArtifactResourceProps, EnsureArtifacts
+
+    stack = cdk.Stack(cdk.App(), "S")
+    ensure = EnsureArtifacts(
+        stack,
+        "E",
+        bucket_name="b",
+        bucket_arn="arn:aws:s3:::b",
+        key_arn="arn:aws:kms:us-east-1:111111111111:key/k",
+        projects=[codebuild.Project.from_project_name(stack, "P", "p")],
+        build_wait=cdk.Duration.minutes(timeout_minutes),
+        log_retention=cdk.aws_logs.RetentionDays.ONE_DAY,
+    )
+    ensure.add_artifact(
+        ArtifactResourceProps("m", "m", key, uncompressed_prefix=prefix, project_name="p", build_environment={})
+    )
+    template = Template.from_stack(stack).to_json()["Resources"]
+    kinds = ("AWS::CloudFormation::WaitCondition", "AWS::CloudFormation::WaitConditionHandle")
+    return {k for k, v in template.items() if v["Type"] in kinds}
+
+
+def test_a_wait_condition_and_its_handle_are_new_whenever_a_build_may_start():
+    """CloudFormation template reference, AWS::CloudFormation::WaitCondition: its properties cannot be
+    updated, and a wait added in an update must use a new WaitConditionHandle (an old one may carry old
+    signals). A new key, a newly wanted unpacked layout or a new timeout gives new logical IDs; the same
+    artifact keeps them (no wait on an unchanged deployment)."""
+    first = wait_ids("models/m/" + "a" * 64 + "/model.tar.gz")
+    assert len(first) == 2
+    assert wait_ids("models/m/" + "a" * 64 + "/model.tar.gz") == first
+    assert wait_ids("models/m/" + "b" * 64 + "/model.tar.gz").isdisjoint(first)
+    assert wait_ids("models/m/" + "a" * 64 + "/model.tar.gz", prefix="models/m/u/").isdisjoint(first)
+    assert wait_ids("models/m/" + "a" * 64 + "/model.tar.gz", timeout_minutes=90).isdisjoint(first)
 
 
 def test_build_project_policy_is_least_privilege(dev_build):
     found = statements(dev_build, "BuildA10GPolicy")
     by_sid = {s["Sid"]: s for s in found}
-    assert sorted(by_sid) == ["EcrLogin", "PullTritonImage", "ReadBuildSources", "WriteOwnLogs"]
+    assert sorted(by_sid) == ["EcrLogin", "LocateBuildSource", "PullTritonImage", "ReadBuildSources", "WriteOwnLogs"]
+    # CodeBuild's service-role policy ("Allow CodeBuild to interact with other AWS services", statement
+    # S3BucketIdentity): an S3 source needs these on its bucket.
+    assert sorted(actions_of(by_sid["LocateBuildSource"])) == ["s3:GetBucketAcl", "s3:GetBucketLocation"]
     assert actions_of(by_sid["WriteOwnLogs"]) == ["logs:CreateLogStream", "logs:PutLogEvents"]
     assert by_sid["WriteOwnLogs"]["Resource"]["Fn::GetAtt"][0].startswith("BuildA10GLogs")
     assert actions_of(by_sid["ReadBuildSources"]) == ["s3:GetObject", "s3:GetObjectVersion"]
@@ -181,13 +263,17 @@ def test_the_artifact_stacks_build_role_is_not_widened(dev_synth):
 def test_handler_role_is_least_privilege(dev_build):
     found = statements(dev_build, "EnsureArtifactsHandlerRole")
     by_sid = {s.get("Sid"): s for s in found}
-    assert actions_of(by_sid["ReadWriteModels"]) == ["s3:GetObject", "s3:PutObject"]
+    assert sorted(actions_of(by_sid["ReadWriteModels"])) == ["s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"]
     assert by_sid["ReadWriteModels"]["Resource"] == {
         "Fn::Join": ["", [{"Fn::ImportValue": "Triton-dev-Artifacts-ArtifactBucketArn"}, "/models/*"]]
     }
     assert by_sid["ListModels"]["Condition"] == {"StringLike": {"s3:prefix": ["models/*"]}}
     # cdk.json's @aws-cdk/aws-iam:minimizePolicies sorts actions; the order means nothing to IAM.
-    assert sorted(actions_of(by_sid["RunModelBuilds"])) == ["codebuild:BatchGetBuilds", "codebuild:StartBuild"]
+    assert sorted(actions_of(by_sid["RunModelBuilds"])) == [
+        "codebuild:BatchGetBuilds",
+        "codebuild:StartBuild",
+        "codebuild:StopBuild",
+    ]
     assert by_sid["RunModelBuilds"]["Resource"] == {"Fn::GetAtt": [next(iter(projects(dev_build))), "Arn"]}
     for statement in found:
         assert statement["Resource"] != "*", statement  # BUILD mode needs no wildcard resource
@@ -271,7 +357,7 @@ def test_each_build_environment_gets_its_own_project(mixed):
     for props in projects(mixed).values():
         assert props["Properties"]["TimeoutInMinutes"] == 90
         assert props["Properties"]["QueuedTimeoutInMinutes"] == 30
-        assert props["Properties"]["ConcurrentBuildLimit"] == 3
+        assert props["Properties"]["ConcurrentBuildLimit"] == 3  # >= the 3 artifacts of the A10G project
     for group in resources(mixed, "AWS::Logs::LogGroup").values():
         assert group["Properties"]["RetentionInDays"] == 14
 
@@ -328,7 +414,11 @@ def test_models_without_a_gpu_build_are_packaged_on_cpu(mixed):
     )
     assert cpu["BuildEnvironment"]["PLATFORM"] == "onnxruntime_onnx"
     package_policy = statements(mixed, "BuildPackagePolicy")
-    assert {s["Sid"] for s in package_policy} == {"WriteOwnLogs", "ReadBuildSources"}  # no image pull needed
+    assert {s["Sid"] for s in package_policy} == {
+        "WriteOwnLogs",
+        "ReadBuildSources",
+        "LocateBuildSource",
+    }  # no image pull
 
 
 def test_a_t4_fleet_builds_g4dn_targets_on_the_fleet(variants_synth):
@@ -361,9 +451,23 @@ def test_promotion_creates_no_build_and_copies_from_the_source_bucket(variants_s
     assert actions_of(by_sid["ReadSourceStageModels"]) == ["s3:GetObject", "s3:GetObjectVersion"]
     decrypt = by_sid["DecryptSourceStageModels"]
     assert actions_of(decrypt) == ["kms:Decrypt"]
-    assert decrypt["Condition"] == {
-        "StringEquals": {"kms:ViaService": {"Fn::Join": ["", ["s3.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]}}
+    # dev2 fixes its account and region (us-east-1), prod2 deploys to eu-west-1: S3 decrypts dev2's objects
+    # in dev2's region, with dev2's keys, for dev2's bucket only.
+    assert decrypt["Resource"] == {
+        "Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":kms:us-east-1:111111111111:key/*"]]
     }
+    source_arn = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::triton-dev2-artifacts"]]}
+    assert decrypt["Condition"] == {
+        "StringEquals": {"kms:ViaService": "s3.us-east-1.amazonaws.com"},
+        "StringLike": {
+            "kms:EncryptionContext:aws:s3:arn": [
+                source_arn,
+                {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::triton-dev2-artifacts/models/*"]]},
+            ]
+        },
+    }
+    assert all(r["Properties"]["SourceRegion"] == "us-east-1" for r in resources(template, ARTIFACT_TYPE).values())
+    assert wait_conditions(template) == {}  # promotion copies inside the resource: nothing to wait for
     assert "RunModelBuilds" not in by_sid
     assert not any(a.startswith("codebuild:") for s in by_sid.values() for a in actions_of(s))
 
@@ -455,7 +559,7 @@ def test_handlers_are_the_unbundled_handler_folder(dev_build):
         for f in resources(dev_build, "AWS::Lambda::Function").values()
         if f["Properties"]["Handler"].startswith("index.")
     }
-    assert sorted(functions) == ["index.is_complete", "index.on_event"]
+    assert sorted(functions) == ["index.on_build_state", "index.on_event"]
     for props in functions.values():
         assert props["Runtime"] == "python3.14"
         assert props["LoggingConfig"]["LogGroup"]["Ref"].startswith("EnsureArtifacts")  # own group, with retention
@@ -463,10 +567,42 @@ def test_handlers_are_the_unbundled_handler_folder(dev_build):
     handler_dir = PROJECT_ROOT / "lambda" / "ensure_artifact"
     assert sorted(p.name for p in handler_dir.iterdir() if p.name != "__pycache__") == ["index.py"]
     imports = re.findall(r"^(?:import|from) (\w+)", (handler_dir / "index.py").read_text(), re.MULTILINE)
-    assert set(imports) <= {"__future__", "json", "logging", "os", "typing", "boto3", "botocore"}
+    assert set(imports) <= {
+        "__future__",
+        "base64",
+        "collections",
+        "json",
+        "logging",
+        "os",
+        "time",
+        "typing",
+        "urllib",
+        "boto3",
+        "botocore",
+    }
 
 
 def test_the_wait_follows_the_config(mixed):
-    machine = next(iter(resources(mixed, "AWS::StepFunctions::StateMachine").values()))
-    # 45 minutes / 30 s = 90 attempts.
-    assert '\\"IntervalSeconds\\":30,\\"MaxAttempts\\":90' in json.dumps(machine["Properties"]["DefinitionString"])
+    # mixed: queue 30 + build 90 + 15 minutes margin.
+    assert {w["Properties"]["Timeout"] for w in wait_conditions(mixed).values()} == {str((30 + 90 + 15) * 60)}
+
+
+def test_a_project_limit_below_the_builds_one_deployment_starts_is_refused(tmp_path):
+    """ "Builds in AWS CodeBuild": with a project concurrent build limit, builds over it return an error."""
+    import aws_cdk as cdk
+    from build_helpers import mixed_document
+
+    from triton_cdk.config import load_config
+
+    document = mixed_document()
+    document["build"]["concurrency"] = 2
+    folder = write_configs(tmp_path, document)
+    with pytest.raises(ValueError) as raised:
+        stage_stacks(
+            cdk.App(),
+            load_config(folder / "mixed.yaml", source_roots=(PROJECT_ROOT, PROJECT_ROOT.parent / "shared")),
+            folder,
+        )
+    assert str(raised.value).startswith(
+        "config/mixed.yaml: build.concurrency: 2 is below the 3 artifacts the A10G build project may build at once"
+    )

@@ -10,6 +10,8 @@ import pytest
 from endpoint_client.cli import format_report, main, save_outputs
 from endpoint_client.local_endpoint import free_port
 
+URL = "http://127.0.0.1:1"
+
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
@@ -25,6 +27,11 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
         (("invoke", "--url", "http://127.0.0.1:1", "--endpoint-name", "e"), "not allowed with argument"),
         (("invoke", "--url", "http://127.0.0.1:1", "--attempts", "0"), "'0' is not a whole number >= 1"),
         (("local", "--env", "NOEQUALS"), "'NOEQUALS' is not KEY=VALUE"),
+        (("invoke", "--url", URL, "--inference-component", "add_sub"), "'add_sub' is not an inference component name"),
+        (
+            ("invoke", "--url", URL, "--target-model", "m.tar.gz", "--inference-component", "c"),
+            "argument --inference-component: not allowed with argument --target-model",
+        ),
     ],
 )
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], message: str) -> None:
@@ -32,9 +39,6 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: tuple[str
         main(list(argv))
     assert raised.value.code == 2
     assert message in capsys.readouterr().err
-
-
-URL = "http://127.0.0.1:1"
 
 
 @pytest.mark.parametrize(
@@ -52,6 +56,9 @@ URL = "http://127.0.0.1:1"
         (("invoke", "--url", "127.0.0.1:8080", "--tensor", "A=FP32:1:1"), "ERROR: --url must look like http://"),
         (("local",), "ERROR: give an ARCHIVE, or --multi-model"),
         (("local", "x.tar.gz", "--load", "a=b"), "ERROR: --load is for --multi-model endpoints"),
+        (("local", "--multi-model", "--inference-component", "c"), "ERROR: --inference-component is for single-model"),
+        (("invoke", "--url", URL, "--raw", "x=/nonexistent"), "ERROR: input 'x': cannot read /nonexistent"),
+        (("invoke", "--url", URL, "--raw", "x=a", "--raw-shape", "2"), "ERROR: --raw-shape 2 holds 2 elements, not 1"),
         (("local", "--multi-model", "--triton-env", "/nonexistent"), "ERROR: no Triton server in /nonexistent"),
         (("local", "missing.tar.gz"), "ERROR: archive missing.tar.gz does not exist"),
     ],

@@ -105,22 +105,23 @@ def test_a_missing_input_is_refused(single_endpoint: LocalEndpoint) -> None:
         EndpointClient.for_url(single_endpoint.url).invoke({"INPUT0": np.ones((1, 4), np.float32)})
 
 
-# Triton's own statuses: an unparseable JSON body is a 500 from its SageMaker service, not a 400.
+# Triton's own SageMaker service answered 500 for an unparseable JSON body (issue 12); the local
+# endpoint's front refuses malformed requests with a 4xx before they reach Triton (request_check.py).
 @pytest.mark.parametrize(
     ("body", "content_type", "status", "message"),
     [
-        (b'{"inputs": [', "application/json", 500, "failed to parse the request JSON buffer"),
+        (b'{"inputs": [', "application/json", 400, "the request's JSON header is not valid JSON"),
         (
             b'{"inputs": []}',
             f"{BINARY_CONTENT_TYPE_PREFIX}99",
             400,
-            "inference header size should be in range (0, 14), got: 99",
+            "json-header-size=99 is outside the body: it must be between 1 and 14",
         ),
         (
             b'{"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [1, 2]}]}',
             "application/json",
-            500,
-            "Unable to parse 'data': Shape does not match true shape of 'data' field",
+            400,
+            "input 'INPUT0': shape [1, 4] holds 4 values but 'data' has 2",
         ),
     ],
 )
@@ -139,7 +140,7 @@ def test_a_malformed_body_surfaces_as_an_endpoint_error(single_endpoint: LocalEn
     from endpoint_client.codec import EncodedRequest
     from endpoint_client.transport import LocalTransport
 
-    with pytest.raises(EndpointError, match="HTTP 500: failed to parse the request JSON buffer: Invalid value"):
+    with pytest.raises(EndpointError, match="HTTP 400: the request's JSON header is not valid JSON: Expecting value"):
         LocalTransport(single_endpoint.url).send(EncodedRequest(b"garbage", "application/json"))
 
 
@@ -372,6 +373,6 @@ def test_a_taken_port_is_refused_before_starting(triton_env: Path, add_sub_archi
         port = taken.getsockname()[1]
         endpoint = LocalEndpoint(add_sub_archive, triton_env=triton_env, port=port, workdir=tmp_path)
 
-        with pytest.raises(LocalEndpointError, match=f"port {port} is in use .*--port 0 for a free one"):
+        with pytest.raises(LocalEndpointError, match=f"port {port} on 127.0.0.1 is in use .*--port 0 for a free one"):
             endpoint.start()
         assert endpoint.process is None

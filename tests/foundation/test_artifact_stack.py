@@ -91,9 +91,14 @@ def test_bucket_policy_denies_uploads_not_encrypted_with_the_key(resources: dict
     by_key = _by_sid(statements, "DenyForeignEncryptionKey")
     assert by_type["Effect"] == by_key["Effect"] == "Deny"
     assert by_type["Action"] == by_key["Action"] == "s3:PutObject"
-    assert by_type["Condition"] == {"StringNotEqualsIfExists": {"s3:x-amz-server-side-encryption": "aws:kms"}}
+    kms_key = "s3:x-amz-server-side-encryption-aws-kms-key-id"
+    assert by_type["Condition"] == {
+        "StringNotEquals": {"s3:x-amz-server-side-encryption": "aws:kms"},
+        "Null": {"s3:x-amz-server-side-encryption": "false"},
+    }
     assert by_key["Condition"] == {
-        "StringNotEqualsIfExists": {"s3:x-amz-server-side-encryption-aws-kms-key-id": {"Fn::GetAtt": [KEY_ID, "Arn"]}}
+        "StringNotEquals": {kms_key: {"Fn::GetAtt": [KEY_ID, "Arn"]}},
+        "Null": {kms_key: "false"},
     }
 
 
@@ -173,12 +178,32 @@ def test_triton_image_mapping_is_env_agnostic(resources: dict, template: Templat
     assert images["us-east-1"]["cpu"].endswith(":24.09-py3-cpu")
 
 
-def test_nag_found_nothing_unacknowledged(dev_stage) -> None:
+def test_artifact_stack_owns_the_bucket_arn_export(template: Template, dev_stage) -> None:
+    """One export of the bucket ARN, made here: CloudFormation refuses a second export of a name
+    (CloudFormation User Guide, "Outputs": export names are unique per account and region)."""
+    _, stacks, _ = dev_stage
+    outputs = template.to_json()["Outputs"]
+    exported = {o["Export"]["Name"]: o["Value"] for o in outputs.values() if "Export" in o}
+    assert exported["Triton-dev-Artifacts-ArtifactBucketArn"] == {"Fn::GetAtt": [BUCKET_ID, "Arn"]}
+    assert stacks.artifacts.bucket_arn_export.export_name == "Triton-dev-Artifacts-ArtifactBucketArn"
+
+
+def test_key_lets_only_aws_services_create_grants(resources: dict) -> None:
+    """AWS Control Tower proactive control CT.KMS.PR.3 (its Guard rule runs on every synth)."""
+    statement = _by_sid(resources[KEY_ID]["Properties"]["KeyPolicy"]["Statement"], "DenyGrantsExceptForAwsServices")
+    assert statement["Effect"] == "Deny" and statement["Action"] == "kms:CreateGrant"
+    assert statement["Principal"] == {"AWS": "*"} and statement["Resource"] == "*"
+    assert statement["Condition"] == {
+        "BoolIfExists": {"kms:GrantIsForAWSResource": "false", "aws:PrincipalIsAWSService": "false"}
+    }
+
+
+def test_nag_and_guard_found_nothing_unacknowledged(dev_stage) -> None:
     _, _, assembly = dev_stage
     report = json.loads((Path(assembly.directory) / "validation-report.json").read_text())
-    aws_solutions = [r for r in report["pluginReports"] if r["pluginName"] == "AwsSolutions"]
-    assert aws_solutions and aws_solutions[0]["conclusion"] == "success"
-    assert aws_solutions[0]["violations"] == []
+    for plugin in ("AwsSolutions", "cdk-validator-cfnguard"):
+        (found,) = [r for r in report["pluginReports"] if r["pluginName"] == plugin]
+        assert found["conclusion"] == "success" and found["violations"] == [], plugin
 
 
 def test_artifact_stack_snapshot(template: Template, snapshot) -> None:

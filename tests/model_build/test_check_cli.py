@@ -113,3 +113,23 @@ def test_python_dash_m_model_build_check(tmp_path):
 
     result = subprocess.run([*command, str(VALID), "--configs-only"], cwd=ROOT, capture_output=True, text=True)
     assert (result.returncode, result.stdout) == (0, "")
+
+
+def test_the_release_decides_tensorrt_data_types(tmp_path, capsys):
+    """BERT's INT64 ids: refused for Triton 23.12 (TensorRT backend r23.12 maps no TYPE_INT64), fine for 24.09."""
+    model = tmp_path / "models" / "bert"
+    model.mkdir(parents=True)
+    (model / "config.pbtxt").write_text(
+        'name: "bert"\nplatform: "tensorrt_plan"\nmax_batch_size: 8\n'
+        'input [ { name: "input_ids" data_type: TYPE_INT64 dims: [ -1 ] } ]\n'
+        'output [ { name: "logits" data_type: TYPE_FP32 dims: [ 2 ] } ]\n'
+    )
+
+    assert run_check(tmp_path / "models", "--configs-only", "--triton-release", "24.09") == 0
+    capsys.readouterr()
+    assert run_check(tmp_path / "models", "--configs-only", "--triton-release", "23.12") == 1
+    out = capsys.readouterr().out
+    assert out.startswith(
+        "bert: input[0].data_type: unsupported datatypeTYPE_INT64 for input 'input_ids' for model 'bert' ("
+    )
+    assert out.rstrip().endswith("[tensorrt-data-type]")

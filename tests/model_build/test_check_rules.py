@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from model_fixtures import conda_pack_like, onnx_matching
 
 from model_build.catalogue import UnknownInstanceTypeError
 from model_build.check import Problem, check_model_config, check_repository
@@ -44,6 +45,10 @@ def write_model(repo: Path, folder: str, config: str, files: dict[str, str] | No
         path = model / relative
         if relative.endswith("/"):
             path.mkdir(parents=True, exist_ok=True)
+        elif relative.endswith(".onnx") and not text:
+            # check opens model files and refuses an empty one: write a real ONNX matching the config.
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(onnx_matching(textwrap.dedent(config)))
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
@@ -265,8 +270,8 @@ def test_one_control_tensor_used_for_two_kinds_is_reported_once():
         (
             "kind: KIND_GPU gpus: [ 1 ]",
             "ml.g5.xlarge",
-            "instance group m_0 of model m specifies invalid or unsupported gpu id 1 (instance type ml.g5.xlarge "
-            "has GPUs: 0)",
+            "instance group m_0 of model m specifies invalid or unsupported gpu id 1. GPUs with at least the minimum "
+            "required CUDA compute compatibility are: 0 (instance type ml.g5.xlarge)",
         ),
         (
             "kind: KIND_GPU",
@@ -289,17 +294,44 @@ def test_one_control_tensor_used_for_two_kinds_is_reported_once():
         (
             'name: "g" kind: KIND_CPU profile: [ "0" ]',
             None,
-            "instance group g of model m and platform onnxruntime_onnx specifies profile field which is only "
+            # Sic: Triton's text has no space between the platform and "specifies".
+            "instance group g of model m and platform onnxruntime_onnxspecifies profile field which is only "
             "supported for TensorRT models",
         ),
     ],
 )
 def test_instance_groups_are_judged_against_the_instance_types_gpus(group, instance_type, expected):
+    """Texts of core src/model_config_utils.cc ValidateInstanceGroup, plus the instance type in parentheses."""
     problems = check_model_config(onnx_config(extra=f"instance_group [ {{ {group} }} ]"), instance_type=instance_type)
 
     assert lines(problems) == ([] if expected is None else [str(problems[0])])
     if expected is not None:
         assert only_message(problems) == expected
+
+
+def test_with_the_release_the_unsupported_gpu_text_is_tritons_own_in_full():
+    """ValidateInstanceGroup prints the minimum with std::to_string(double): 7.5 -> "7.500000"."""
+    problems = check_model_config(
+        onnx_config(extra="instance_group [ { kind: KIND_GPU gpus: [ 4 ] } ]"),
+        instance_type="ml.g5.12xlarge",
+        triton_release="25.09",
+    )
+
+    assert only_message(problems) == (
+        "instance group m_0 of model m specifies invalid or unsupported gpu id 4. GPUs with at least the minimum "
+        "required CUDA compute compatibility of 7.500000 are: 0, 1, 2, 3 (instance type ml.g5.12xlarge)"
+    )
+
+
+def test_a_gpu_below_the_releases_minimum_is_no_gpu_at_all():
+    """GetSupportedGPUs drops GPUs below the minimum compute capability (V100 = 7.0 < 7.5 from Triton 25.03)."""
+    config = onnx_config(extra="instance_group [ { kind: KIND_GPU } ]")
+
+    assert check_model_config(config, instance_type="ml.p3.2xlarge", triton_release="24.09") == []
+    assert only_message(check_model_config(config, instance_type="ml.p3.2xlarge", triton_release="25.09")) == (
+        "instance group m_0 of model m has kind KIND_GPU but no GPUs are available (the GPU of instance type "
+        "ml.p3.2xlarge has compute capability 7.0, below Triton 25.09's minimum 7.5)"
+    )
 
 
 def test_tensorrt_needs_a_gpu_instance_type():
@@ -341,7 +373,9 @@ def step(model: str, source: str = "IN", target: str = "OUT", version: int = -1)
 
 
 def onnx_model(repo: Path, name: str, extra: str = "") -> None:
-    write_model(repo, name, onnx_config(name, extra), {"1/model.onnx": "onnx bytes"})
+    # A real ONNX file matching the config: check opens model files (model_io, model_tree rules).
+    write_model(repo, name, onnx_config(name, extra), {"1/": ""})
+    (repo / name / "1" / "model.onnx").write_bytes(onnx_matching(onnx_config(name, extra)))
 
 
 def ensemble_model(repo: Path, name: str, config: str) -> None:
@@ -447,7 +481,7 @@ def test_a_stray_folder_in_a_composing_model_does_not_hide_the_ensemble_rules(tm
 def test_a_required_version_must_be_loaded_under_the_version_policy(tmp_path):
     onnx_model(tmp_path, "first")
     (tmp_path / "first" / "2").mkdir()
-    (tmp_path / "first" / "2" / "model.onnx").write_text("")
+    (tmp_path / "first" / "2" / "model.onnx").write_bytes(onnx_matching(onnx_config("first")))
     ensemble_model(tmp_path, "pipeline", ensemble_config("pipeline", step("first", version=1)))
 
     # The default policy loads only the latest version (2).
@@ -510,7 +544,8 @@ def test_each_version_folder_needs_the_file_its_platform_expects(platform_line, 
     assert problems[0].message.startswith(f"version folder 1/ has no {expected_file}: ")
     assert check_repository(tmp_path, configs_only=True) == []
     for version in ("1", "2"):
-        (tmp_path / "m" / version / expected_file).write_text("")
+        path = tmp_path / "m" / version / expected_file
+        path.write_bytes(onnx_matching(config) if expected_file.endswith(".onnx") else b"")
     assert check_repository(tmp_path) == []
 
 
@@ -558,7 +593,7 @@ def test_label_files_and_python_environments_must_ship_with_the_model(tmp_path):
         "parameters.EXECUTION_ENV_PATH",
     ]
     (tmp_path / "m" / "labels.txt").write_text("cat\n")
-    (tmp_path / "m" / "env.tar.gz").write_text("")
+    (tmp_path / "m" / "env.tar.gz").write_bytes(conda_pack_like())  # a real packed environment
     assert check_repository(tmp_path) == []
 
 
@@ -607,3 +642,83 @@ def test_a_problem_prints_on_one_line():
     problem = Problem("m", "input[0]", "model input 'a\nb' must specify 'dims'", "io")
 
     assert str(problem) == "m: input[0]: model input 'a b' must specify 'dims' [io]"
+
+
+# ----------------------------------------------------------------------------------------------------
+# The TensorRT backend's own rules (triton-inference-server/tensorrt_backend)
+
+TRT_MODEL = """
+name: "bert"
+platform: "tensorrt_plan"
+max_batch_size: 8
+input [ {{ name: "input_ids" data_type: {dtype} dims: [ -1 ] }} ]
+output [ {{ name: "logits" data_type: TYPE_FP32 dims: [ 2 ] }} ]
+{extra}
+"""
+
+
+def trt_config(dtype: str = "TYPE_INT32", extra: str = "") -> str:
+    return TRT_MODEL.format(dtype=dtype, extra=extra)
+
+
+@pytest.mark.parametrize("kind", ["KIND_CPU", "KIND_MODEL"])
+def test_tensorrt_refuses_instances_that_are_not_gpu_instances(kind):
+    """tensorrt_backend src/instance_state.cc: `Kind() != TRITONSERVER_INSTANCEGROUPKIND_GPU` -> this error."""
+    problems = check_model_config(trt_config(extra=f"instance_group [ {{ kind: {kind} }} ]"), model_name="bert")
+
+    assert lines(problems) == [
+        f"bert: instance_group[0].kind: unable to load model 'bert', TensorRT backend supports only GPU device "
+        f"(instance group bert_0 has kind {kind}; use KIND_GPU, or onnxruntime_onnx for CPU serving) [tensorrt-device]"
+    ]
+
+
+def test_tensorrt_kind_auto_is_a_cpu_instance_on_a_cpu_instance_type():
+    """NormalizeInstanceGroup turns KIND_AUTO into KIND_CPU without GPUs; then the backend refuses it."""
+    config = trt_config(extra="instance_group [ { kind: KIND_AUTO } ]")
+
+    assert check_model_config(config, instance_type="ml.g5.xlarge") == []
+    rules = {problem.rule for problem in check_model_config(config, instance_type="ml.c5.xlarge")}
+    assert "tensorrt-device" in rules
+
+
+@pytest.mark.parametrize(
+    ("dtype", "release", "expected"),
+    [
+        # ConvertDataTypeToTrtType of each release branch (model_build/releases.py cites it).
+        ("TYPE_INT64", "23.12", "unsupported datatypeTYPE_INT64 for input 'input_ids' for model 'bert'"),
+        ("TYPE_INT64", "24.03", "unsupported datatypeTYPE_INT64 for input 'input_ids' for model 'bert'"),
+        ("TYPE_INT64", "24.05", None),
+        ("TYPE_INT64", "24.09", None),
+        ("TYPE_INT64", None, None),  # some release takes it: not judged without --triton-release
+        ("TYPE_BF16", "24.05", "unsupported datatype TYPE_BF16 for input 'input_ids' for model 'bert'"),
+        ("TYPE_BF16", "24.09", None),
+        ("TYPE_INT32", "23.12", None),
+        ("TYPE_FP64", None, "unsupported datatype TYPE_FP64 for input 'input_ids' for model 'bert'"),
+        ("TYPE_FP64", "26.05", "unsupported datatype TYPE_FP64 for input 'input_ids' for model 'bert'"),
+        ("TYPE_STRING", "24.09", "unsupported datatype TYPE_STRING for input 'input_ids' for model 'bert'"),
+        ("TYPE_UINT16", None, "unsupported datatype TYPE_UINT16 for input 'input_ids' for model 'bert'"),
+    ],
+)
+def test_tensorrt_data_types_are_those_of_the_releases_backend(dtype, release, expected):
+    problems = check_model_config(trt_config(dtype), model_name="bert", triton_release=release)
+
+    if expected is None:
+        assert lines(problems) == []
+    else:
+        assert [problem.rule for problem in problems] == ["tensorrt-data-type"]
+        assert only_message(problems).startswith(expected + " (")
+
+
+def test_other_platforms_keep_every_data_type():
+    config = trt_config("TYPE_FP64").replace("tensorrt_plan", "onnxruntime_onnx")
+
+    assert check_model_config(config, model_name="bert", triton_release="23.12") == []
+
+
+def test_an_unknown_release_is_refused_by_the_cli(tmp_path, capsys):
+    from model_build import cli
+
+    write_model(tmp_path, "bert", trt_config())
+
+    assert cli.main(["check", str(tmp_path), "--configs-only", "--triton-release", "99.99"]) == 1
+    assert "--triton-release: unknown Triton release '99.99'" in capsys.readouterr().err

@@ -53,8 +53,9 @@ def triton_refusals(repo: Path) -> dict[str, str]:
 
 
 # Triton validates instance groups only after the backend is found (and this build has none but
-# Python), so these rules never show at the poll stage: the corpus and the rule tests cover them.
-AFTER_POLL_RULES = {"instance-group", "gpu-count", "gpu-platform"}
+# Python), and the TensorRT backend's own rules run when the model is created, so these rules never
+# show at the poll stage: the corpus and the rule tests cover them.
+AFTER_POLL_RULES = {"instance-group", "gpu-count", "gpu-platform", "tensorrt-device", "tensorrt-data-type"}
 
 
 def our_refusals(repo: Path) -> dict[str, list[str]]:
@@ -193,3 +194,33 @@ def test_ensemble_cases_get_tritons_message(case, tmp_path):
     assert theirs, "\n".join(lines)
     for message in theirs:
         assert message in ours
+
+
+def test_configs_the_generator_writes_pass_tritons_own_validation(tmp_path):
+    """Issue #11.5: every config `config` writes passes `check`, and Triton agrees: none of these is refused
+    at the config stage (the ONNX Runtime backend this Triton lacks fails them later, at load)."""
+    import export_like_models
+    from onnx_fixtures import fixed_model, sequence_model, settings
+
+    from model_build import pbtxt
+    from model_build.onnx_inspect import inspect_model
+
+    sources = tmp_path / "onnx"
+    sources.mkdir()
+    cases = [
+        (export_like_models.bert_like(sources / "bert.onnx"), {"max_batch_size": 8}),
+        (export_like_models.tf_style(sources / "tf.onnx"), {"max_batch_size": 4, "warmup": True}),
+        (sequence_model(sources / "seq.onnx"), {"max_batch_size": 16, "response_cache": True}),
+        (fixed_model(sources / "yolo.onnx", 1), {"max_batch_size": 1}),
+        (fixed_model(sources / "fixed.onnx", 4), {"max_batch_size": 0, "dynamic_batching": {"enabled": False}}),
+    ]
+    repo = tmp_path / "models"
+    for path, fields in cases:
+        model_settings = settings(
+            path.stem, platform="onnxruntime_onnx", instance_groups=[{"kind": "KIND_CPU"}], **fields
+        )
+        (repo / path.stem / "1").mkdir(parents=True)
+        (repo / path.stem / "config.pbtxt").write_text(pbtxt.generate(inspect_model(path), model_settings, "24.09"))
+
+    assert triton_refusals(repo) == {}
+    assert our_refusals(repo) == {}

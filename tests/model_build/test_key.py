@@ -197,7 +197,7 @@ def test_missing_source_file_and_unknown_model(project: Path) -> None:
     (project / "models" / "detector.onnx").unlink()
     code, _, err = run_key(*key_args(project), "--gpu-target", "sm86")
     assert code == 1
-    assert "model 'detector': model source 'models/detector.onnx' not found" in err
+    assert "model 'detector': source.path: 'models/detector.onnx' does not exist" in err
     code, _, err = run_key(*key_args(project, "nope"), "--gpu-target", "sm86")
     assert code == 1
     assert "models: no model named 'nope'; configured: detector, classifier" in err

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import export_like_models
 import pytest
+from onnx import TensorProto
 from onnx_fixtures import (
     SHARED_VALID,
     complex_model,
@@ -25,16 +27,16 @@ from onnx_fixtures import (
 from tritonclient.grpc import model_config_pb2 as mc
 
 from model_build import cli, pbtxt
+from model_build.check import check_model_config, check_repository
 from model_build.errors import InvalidModelError
 from model_build.onnx_inspect import inspect_model
 
 SIMPLE_MODELS = ["simple", "simple_int8", "simple_string", "simple_sequence", "simple_dyna_sequence"]
 
 
-def generate(onnx_path: Path, model_settings) -> mc.ModelConfig:
-    """Render to text and parse back: what Triton would read, not the in-memory message."""
-    text = pbtxt.render(pbtxt.build_model_config(inspect_model(onnx_path), model_settings), source=onnx_path)
-    return pbtxt.parse(text)
+def generate(onnx_path: Path, model_settings, triton_release: str | None = "24.09") -> mc.ModelConfig:
+    """Generate (which runs `check` on the text) and parse back: what Triton would read."""
+    return pbtxt.parse(pbtxt.generate(inspect_model(onnx_path), model_settings, triton_release))
 
 
 def tensors(config_tensors) -> dict:
@@ -209,7 +211,7 @@ def test_batching_warmup_and_cache_options(tmp_path):
             "opts",
             max_batch_size=32,
             dynamic_batching={"preferred_batch_sizes": [8, 16], "max_queue_delay_microseconds": 250},
-            instance_groups=[{"count": 1, "kind": "KIND_CPU"}, {"count": 3, "kind": "KIND_GPU"}],
+            instance_groups=[{"count": 1, "kind": "KIND_AUTO"}, {"count": 3, "kind": "KIND_GPU"}],
             tensorrt={"shapes": [{"input": "tokens", "min": [1], "opt": [64], "max": [128]}]},
             warmup=True,
             response_cache=True,
@@ -218,7 +220,7 @@ def test_batching_warmup_and_cache_options(tmp_path):
     assert list(config.dynamic_batching.preferred_batch_size) == [8, 16]
     assert config.dynamic_batching.max_queue_delay_microseconds == 250
     kinds = [(g.count, mc.ModelInstanceGroup.Kind.Name(g.kind)) for g in config.instance_group]
-    assert kinds == [(1, "KIND_CPU"), (3, "KIND_GPU")]
+    assert kinds == [(1, "KIND_AUTO"), (3, "KIND_GPU")]
     (warmup,) = config.model_warmup
     assert warmup.batch_size == 1
     # tokens has a ShapeRange: its opt; mask has none: 1.
@@ -340,3 +342,190 @@ def test_config_overwrite_is_atomic(tmp_path, only_our_commands):
     assert cli.main([*args, str(repo)]) == 0  # regenerating over an existing model folder
     assert (repo / "dyn" / "config.pbtxt").read_text() == first  # deterministic
     assert not list((repo / "dyn").rglob(".*.tmp"))
+
+
+# --- issue #11: data types per release, scalars, devices, the generator checks itself ---------------
+
+
+@pytest.mark.parametrize(
+    ("release", "ids_type"),
+    [
+        ("23.12", "TYPE_INT32"),
+        ("24.01", "TYPE_INT32"),
+        ("24.03", "TYPE_INT32"),
+        ("24.05", "TYPE_INT64"),
+        ("24.09", "TYPE_INT64"),
+        ("25.04", "TYPE_INT64"),
+        ("26.05", "TYPE_INT64"),
+    ],
+)
+def test_bert_int64_ids_follow_the_releases_tensorrt(release, ids_type, tmp_path):
+    """onnx-tensorrt 8.6-GA `convertDtype` imports INT64 inputs as kINT32 (TensorRT 8.6 has no INT64); the
+    TensorRT backend r23.12..r24.03 `ConvertDataTypeToTrtType` has no TYPE_INT64, so the config must say
+    TYPE_INT32 there. TensorRT 10 (onnx-tensorrt 10.0-GA) keeps INT64, which r24.05+ accept."""
+    path = export_like_models.bert_like(tmp_path / "bert.onnx")
+    shapes = [{"input": name, "min": [1], "opt": [128], "max": [512]} for name in export_like_models.BERT_INPUTS]
+    model_settings = settings("bert", max_batch_size=8, tensorrt={"shapes": shapes}, warmup=True)
+
+    text = pbtxt.generate(inspect_model(path), model_settings, release)
+
+    config = pbtxt.parse(text)
+    assert {mc.DataType.Name(t.data_type) for t in config.input} == {ids_type}
+    assert {mc.DataType.Name(i.data_type) for i in config.model_warmup[0].inputs.values()} == {ids_type}
+    assert ("clients send TYPE_INT32" in text) == (ids_type == "TYPE_INT32")
+    assert check_model_config(text, model_name="bert", triton_release=release) == []
+
+
+def test_onnxruntime_keeps_int64_on_every_release(tmp_path):
+    path = export_like_models.bert_like(tmp_path / "bert.onnx")
+    config = generate(path, settings("bert", platform="onnxruntime_onnx", max_batch_size=8), triton_release="23.12")
+
+    assert {mc.DataType.Name(t.data_type) for t in config.input} == {"TYPE_INT64"}
+    run_as_configured(path, config, batch=8)
+
+
+def test_tensorrt_int64_without_a_release_asks_for_it(tmp_path):
+    path = export_like_models.bert_like(tmp_path / "bert.onnx")
+    shapes = [{"input": name, "min": [1], "opt": [8], "max": [16]} for name in export_like_models.BERT_INPUTS]
+
+    with pytest.raises(InvalidModelError, match=r"input 'input_ids' has ONNX type INT64, which TensorRT engines carry "
+                       r"differently per Triton release .* --triton-release YY\.MM"):  # fmt: skip
+        generate(path, settings("bert", tensorrt={"shapes": shapes}), triton_release=None)
+
+
+@pytest.mark.parametrize("release", [None, "23.12", "24.09"])
+@pytest.mark.parametrize(
+    ("elem_type", "onnx_name", "hint"),
+    [
+        (TensorProto.DOUBLE, "DOUBLE", "TensorRT has no FP64"),
+        (TensorProto.STRING, "STRING", "cast it in the model"),
+        (TensorProto.UINT16, "UINT16", "cast it in the model"),
+    ],
+)
+def test_tensorrt_refuses_types_no_engine_carries(elem_type, onnx_name, hint, release, tmp_path):
+    """No release's TensorRT backend maps FP64, STRING or UINT16 (ConvertDataTypeToTrtType, every branch)."""
+    path = export_like_models.typed(tmp_path / "t.onnx", elem_type, ["batch", 2])
+
+    which = (
+        "no Triton release's TensorRT backend can" if release is None else f"Triton {release}'s TensorRT backend cannot"
+    )
+    with pytest.raises(InvalidModelError, match=rf"input 'x' has ONNX type {onnx_name} .*which {which} serve"):
+        generate(path, settings("t"), triton_release=release)
+    with pytest.raises(InvalidModelError, match=hint):
+        generate(path, settings("t"), triton_release=release)
+    # The same model is fine for ONNX Runtime.
+    assert generate(path, settings("t", platform="onnxruntime_onnx"), triton_release=release).input[0].dims == [2]
+
+
+def test_bf16_needs_a_release_whose_tensorrt_backend_maps_it(tmp_path):
+    """BF16 came to the TensorRT backend in r24.06 (commit fd867b7): 24.05 refuses it, 24.09 takes it."""
+    path = export_like_models.typed(tmp_path / "b.onnx", TensorProto.BFLOAT16, ["batch", 2])
+
+    with pytest.raises(
+        InvalidModelError, match=r"Triton 24\.05's TensorRT backend cannot serve .*BF16 needs Triton 24\.09"
+    ):
+        generate(path, settings("b"), triton_release="24.05")
+    assert mc.DataType.Name(generate(path, settings("b"), triton_release="24.09").input[0].data_type) == "TYPE_BF16"
+
+
+@pytest.mark.parametrize(
+    ("max_batch_size", "message"),
+    [
+        (0, r"input 'x' is a scalar \(shape \[\]\); with max_batch_size 0 Triton refuses scalar tensors: export the "
+            r"model with shape \[1\]"),
+        (4, r"input 'x' is a scalar \(shape \[\]\); with max_batch_size > 0 it has no batch axis: export the model "
+            r"with a leading batch axis"),
+    ],
+)  # fmt: skip
+def test_scalars_are_refused_whatever_the_batching(max_batch_size, message, tmp_path):
+    """An unbatched scalar would need `dims: [1]` with an empty reshape, which core ValidateIOShape refuses:
+    "cannot have empty reshape for non-batching model as scalar tensors are not supported"."""
+    path = export_like_models.typed(tmp_path / "s.onnx", TensorProto.FLOAT, [])
+    batching = {"dynamic_batching": {"enabled": False}} if max_batch_size == 0 else {}
+
+    with pytest.raises(InvalidModelError, match=message):
+        generate(path, settings("s", platform="onnxruntime_onnx", max_batch_size=max_batch_size, **batching))
+
+
+def test_tensorrt_on_cpu_instances_is_refused_at_the_settings():
+    """tensorrt_backend src/instance_state.cc: "TensorRT backend supports only GPU device"."""
+    with pytest.raises(ValueError, match=r"platform 'tensorrt_plan' runs on GPU instances only"):
+        settings("m", instance_groups=[{"kind": "KIND_CPU", "count": 1}])
+    assert settings("m", platform="onnxruntime_onnx", instance_groups=[{"kind": "KIND_CPU"}])
+
+
+def test_config_command_refuses_tensorrt_on_cpu(tmp_path, only_our_commands, capsys):
+    onnx_path = dynamic_batch_model(tmp_path / "d.onnx")
+    args = ["config", "--onnx", str(onnx_path), "--name", "d", "--instance-kind", "KIND_CPU", "--repository"]
+
+    assert cli.main([*args, str(tmp_path / "r")]) == 1
+    assert "runs on GPU instances only" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_config_check_refuses_is_never_written(tmp_path, only_our_commands, capsys, monkeypatch):
+    """The generator's old scalar bug (an empty reshape on a non-batching model) stands in for any future
+    one: `config` runs `check` on the text and writes nothing it refuses."""
+    original = pbtxt.build_model_config
+
+    def with_empty_reshape(*args, **kwargs):
+        config = original(*args, **kwargs)
+        config.input[0].reshape.SetInParent()
+        return config
+
+    monkeypatch.setattr(pbtxt, "build_model_config", with_empty_reshape)
+    onnx_path = fixed_model(tmp_path / "fixed.onnx", leading=4)
+    args = ["config", "--onnx", str(onnx_path), "--name", "fixed", "--platform", "onnxruntime_onnx"]
+
+    assert cli.main([*args, "--max-batch-size", "0", "--repository", str(tmp_path / "r")]) == 1
+    err = capsys.readouterr().err
+    assert "the config.pbtxt for model 'fixed' would be refused by Triton; nothing written" in err
+    assert "cannot have empty reshape for non-batching model as scalar tensors are not supported" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_config_command_takes_the_release(tmp_path, only_our_commands, capsys):
+    path = export_like_models.bert_like(tmp_path / "bert.onnx")
+    app_config = tmp_path / "dev.yaml"
+    shapes = "".join(
+        f"      - {{input: {n}, min: [1], opt: [64], max: [128]}}\n" for n in export_like_models.BERT_INPUTS
+    )
+    app_config.write_text(
+        f"triton_release: '23.12'\nmodels:\n  - name: bert\n    source: {{path: bert.onnx}}\n    max_batch_size: 8\n"
+        f"    tensorrt:\n      shapes:\n{shapes}"
+    )
+    by_file = ["config", "--onnx", str(path), "--config", str(app_config), "--model", "bert", "--stdout"]
+    assert cli.main(by_file) == 0
+    assert "data_type: TYPE_INT32" in capsys.readouterr().out
+
+    by_flag = ["config", "--onnx", str(path), "--name", "bert", "--platform", "onnxruntime_onnx", "--stdout"]
+    assert cli.main([*by_flag, "--triton-release", "99.99"]) == 1
+    assert "--triton-release: unknown Triton release '99.99'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("release", ["23.12", "24.05", "24.09", "26.05"])
+@pytest.mark.parametrize("platform", ["tensorrt_plan", "onnxruntime_onnx"])
+def test_configs_generated_for_export_like_models_pass_check(platform, release, tmp_path):
+    """BERT with int64 ids, a TF-style detector, a fixed-batch (YOLO-like) export: config, then `check`
+    on the written repository as the build runs it, on a GPU target of the release."""
+    bert = export_like_models.bert_like(tmp_path / "bert.onnx")
+    shapes = [{"input": name, "min": [1], "opt": [64], "max": [128]} for name in export_like_models.BERT_INPUTS]
+    cases = [
+        (bert, settings("bert", platform=platform, max_batch_size=8, tensorrt={"shapes": shapes})),
+        (export_like_models.tf_style(tmp_path / "tf.onnx"), settings("tf", platform=platform, max_batch_size=4)),
+        (fixed_model(tmp_path / "yolo.onnx", 1), settings("yolo", platform=platform, max_batch_size=1)),
+        (
+            fixed_model(tmp_path / "fixed.onnx", 4),
+            settings("fixed", platform=platform, max_batch_size=0, dynamic_batching={"enabled": False}),
+        ),
+    ]
+    repo = tmp_path / "repo"
+    for path, model_settings in cases:
+        (repo / model_settings.name).mkdir(parents=True)
+        (repo / model_settings.name / "config.pbtxt").write_text(
+            pbtxt.generate(inspect_model(path), model_settings, release)
+        )
+
+    problems = check_repository(repo, configs_only=True, instance_type="ml.g5.xlarge", triton_release=release)
+
+    assert [str(problem) for problem in problems] == []

@@ -6,6 +6,7 @@ import gzip
 import io
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from model_build import cli, package
+from model_build import archive, cli, package
 from model_build.errors import InvalidModelError, ModelBuildError
 from model_build.key import tree_sha256
 from model_build.package import (
@@ -32,17 +33,31 @@ from model_build.package import (
 # The two models of the test repository: relative path -> (bytes, executable?).
 PLAN = random.Random(7).randbytes(3 * CHUNK_SIZE + 12345)  # incompressible, spans several chunks
 TEXT = b"".join(b"%d\n" % i for i in range(300_000))  # compressible
+# Valid configs: package runs check first (issue #11.5).
+DETECTOR_CONFIG = b"""name: "detector"
+platform: "tensorrt_plan"
+max_batch_size: 8
+input [ { name: "images" data_type: TYPE_FP32 dims: [ 3, 64, 64 ] } ]
+output [ { name: "boxes" data_type: TYPE_FP32 dims: [ 100, 4 ] } ]
+"""
+POST_PROCESS_CONFIG = b"""name: "post_process"
+backend: "python"
+max_batch_size: 8
+input [ { name: "boxes" data_type: TYPE_FP32 dims: [ 100, 4 ] } ]
+output [ { name: "labels" data_type: TYPE_STRING dims: [ 100 ] } ]
+instance_group [ { kind: KIND_CPU } ]
+"""
 MODELS = {
     "detector": {
-        "config.pbtxt": (b'name: "detector"\nplatform: "tensorrt_plan"\n', False),
+        "config.pbtxt": (DETECTOR_CONFIG, False),
         "1/model.plan": (PLAN, False),
         "labels.txt": (TEXT, False),
     },
     "post_process": {
-        "config.pbtxt": (b'name: "post_process"\nbackend: "python"\n', False),
+        "config.pbtxt": (POST_PROCESS_CONFIG, False),
         "1/model.py": (b"class TritonPythonModel:\n    pass\n", False),
         "1/run.sh": (b"#!/bin/sh\necho hi\n", True),
-        "2/.gitkeep": (b"", False),
+        "1/.gitkeep": (b"", False),
     },
 }
 
@@ -84,9 +99,10 @@ def test_same_files_give_identical_archives_whatever_their_metadata(tmp_path: Pa
     first = make_repository(tmp_path / "first")
     second = make_repository(tmp_path / "second", reverse=True, umask=0o077, mtime=time.time() - 86_400 * 400)
     for layout in ("single", "multi"):
-        a = package_repository(first, tmp_path / f"out-a-{layout}", layout=layout)
-        b = package_repository(second, tmp_path / f"out-b-{layout}", layout=layout, workers=1)
-        c = package_repository(first, tmp_path / f"out-c-{layout}", layout=layout, workers=5)
+        named = {"default_model": "detector"} if layout == "single" else {}
+        a = package_repository(first, tmp_path / f"out-a-{layout}", layout=layout, **named)
+        b = package_repository(second, tmp_path / f"out-b-{layout}", layout=layout, workers=1, **named)
+        c = package_repository(first, tmp_path / f"out-c-{layout}", layout=layout, workers=5, **named)
         assert [x.sha256 for x in a] == [x.sha256 for x in b] == [x.sha256 for x in c]
         assert [sha256_of(x.path) for x in a] == [x.sha256 for x in a]
         assert [x.path.read_bytes() for x in a] == [x.path.read_bytes() for x in b]
@@ -170,7 +186,7 @@ def check_with_gnu_tar(archive: Path, models: list[str], destination: Path) -> N
 
 
 def test_single_layout_holds_the_model_folders_at_the_root(tmp_path: Path, repository: Path) -> None:
-    [artifact] = package_repository(repository, tmp_path / "out", layout="single")
+    [artifact] = package_repository(repository, tmp_path / "out", layout="single", default_model="detector")
     assert artifact.path == tmp_path / "out" / "model.tar.gz"
     assert artifact.models == ("detector", "post_process")
     for mode in ("r:gz", "r|gz"):  # random access and stream reading
@@ -233,9 +249,9 @@ def test_incompressible_chunks_are_stored_and_text_is_deflated(tmp_path: Path, r
     )
     # Random plan stored (a few bytes of framing per 64 KiB), the text deflated to a fraction.
     assert len(PLAN) < size < len(PLAN) + len(TEXT) // 3
-    assert package._should_store(PLAN[:CHUNK_SIZE])
-    assert not package._should_store(TEXT[:CHUNK_SIZE])
-    assert not package._should_store(bytes(CHUNK_SIZE))
+    assert archive._should_store(PLAN[:CHUNK_SIZE])
+    assert not archive._should_store(TEXT[:CHUNK_SIZE])
+    assert not archive._should_store(bytes(CHUNK_SIZE))
 
 
 def test_crc32_combine_matches_zlib() -> None:
@@ -259,8 +275,11 @@ def test_refuses_a_config_pbtxt_at_the_repository_root(tmp_path: Path, repositor
 
 def test_refuses_a_model_folder_without_config_pbtxt(tmp_path: Path, repository: Path) -> None:
     (repository / "detector" / "config.pbtxt").unlink()
-    with pytest.raises(InvalidModelError, match=r"repo/detector: model folder has no config.pbtxt"):
+    with pytest.raises(InvalidModelError, match=r"detector: config.pbtxt: no config.pbtxt in model folder detector/"):
         package_repository(repository, tmp_path / "out")
+    # Without the check, the packaging rules refuse it themselves.
+    with pytest.raises(InvalidModelError, match=r"repo/detector: model folder has no config.pbtxt"):
+        package_repository(repository, tmp_path / "out", check=False)
     assert not (tmp_path / "out").exists()  # validated before anything is written
 
 
@@ -269,17 +288,19 @@ def test_refuses_symlinks(tmp_path: Path, repository: Path) -> None:
     outside.write_bytes(b"not part of the model")
     link = repository / "detector" / "1" / "extra.bin"
     link.symlink_to(outside)
-    with pytest.raises(InvalidModelError, match=r"detector/1/extra.bin: symlinks are not packaged"):
+    with pytest.raises(InvalidModelError, match=r"detector/1/extra.bin: is a symbolic link \(to .*secret.bin\)"):
         package_repository(repository, tmp_path / "out")
     link.unlink()
     (repository / "linked").symlink_to(repository / "detector", target_is_directory=True)
-    with pytest.raises(InvalidModelError, match=r"repo/linked: model folder is a symlink"):
+    with pytest.raises(InvalidModelError, match=r"\(repository\): linked: is a symbolic link"):
         package_repository(repository, tmp_path / "out")
+    with pytest.raises(InvalidModelError, match=r"repo/linked: model folder is a symlink"):
+        package_repository(repository, tmp_path / "out", check=False)
 
 
 def test_refuses_special_files(tmp_path: Path, repository: Path) -> None:
     os.mkfifo(repository / "detector" / "1" / "pipe")
-    with pytest.raises(InvalidModelError, match=r"detector/1/pipe: not a regular file or folder"):
+    with pytest.raises(InvalidModelError, match=r"detector/1/pipe: is not a regular file or folder"):
         package_repository(repository, tmp_path / "out")
 
 
@@ -296,7 +317,7 @@ def test_refuses_model_names_triton_or_s3_would_choke_on(tmp_path: Path, reposit
 @pytest.mark.parametrize("name", ["weights file.bin", "naïve.txt", "a#b", "x\\y"])
 def test_refuses_file_names_that_s3_or_shells_would_mangle(tmp_path: Path, repository: Path, name: str) -> None:
     (repository / "detector" / "1" / name).write_bytes(b"x")
-    with pytest.raises(InvalidModelError, match=rf"file name {name!r} is not allowed".replace("\\", "\\\\")):
+    with pytest.raises(InvalidModelError, match=re.escape(f"file name '{name}' is not allowed")):
         package_repository(repository, tmp_path / "out")
 
 
@@ -318,7 +339,7 @@ def test_refuses_to_replace_the_repository_with_an_uncompressed_tree(tmp_path: P
 def test_refuses_an_archive_path_that_is_a_folder(tmp_path: Path, repository: Path) -> None:
     (tmp_path / "out" / "model.tar.gz").mkdir(parents=True)
     with pytest.raises(ModelBuildError, match=r"model.tar.gz: is a folder; give the archive's file name"):
-        package_repository(repository, tmp_path / "out")
+        package_repository(repository, tmp_path / "out", default_model="detector")
 
 
 def test_refuses_unknown_layout_and_missing_repository(tmp_path: Path, repository: Path) -> None:
@@ -330,7 +351,7 @@ def test_refuses_unknown_layout_and_missing_repository(tmp_path: Path, repositor
 
 def test_a_failure_leaves_nothing_half_written(tmp_path: Path, repository: Path, monkeypatch) -> None:
     out = tmp_path / "out"
-    [previous] = package_repository(repository, out, layout="single")
+    [previous] = package_repository(repository, out, layout="single", default_model="detector")
     previous_bytes = previous.path.read_bytes()
     calls = 0
 
@@ -341,11 +362,11 @@ def test_a_failure_leaves_nothing_half_written(tmp_path: Path, repository: Path,
             raise OSError("disk on fire")
         return original(chunk)
 
-    original = package._compress_chunk
-    monkeypatch.setattr(package, "_compress_chunk", failing)
+    original = archive._compress_chunk
+    monkeypatch.setattr(archive, "_compress_chunk", failing)
     (repository / "detector" / "labels.txt").write_bytes(TEXT + b"changed\n")
-    with pytest.raises(OSError, match="disk on fire"):
-        package_repository(repository, out, layout="single")
+    with pytest.raises(ModelBuildError, match=r"cannot write the package into .*out \(disk on fire\)"):
+        package_repository(repository, out, layout="single", default_model="detector")
     assert previous.path.read_bytes() == previous_bytes  # the old archive is untouched
     assert sorted(p.name for p in out.iterdir()) == ["model.tar.gz"]  # no temp file left
 
@@ -354,7 +375,7 @@ def test_a_file_changing_size_during_packaging_is_an_error(tmp_path: Path, repos
     entries = package.scan_model(repository, "detector")
     (repository / "detector" / "labels.txt").write_bytes(b"short")
     monkeypatch.setattr(package, "scan_model", lambda *_: entries)
-    with pytest.raises(ModelBuildError, match=r"labels.txt: file shrank while it was being packaged"):
+    with pytest.raises(ModelBuildError, match=r"labels.txt: changed size while it was being packaged"):
         write_repository_archive(repository, ["detector"], tmp_path / "x.tar.gz")
     assert not list(tmp_path.glob("*.tmp")) and not (tmp_path / "x.tar.gz").exists()
 
@@ -425,10 +446,13 @@ def test_python_tarfile_reads_a_multi_chunk_archive_in_stream_mode(tmp_path: Pat
     assert sizes["detector/1/model.plan"] == len(PLAN)
 
 
+PACKAGE = (sys.executable, "-m", "model_build", "package")
+
+
 def test_python_dash_m_model_build_package(tmp_path: Path, repository: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     result = subprocess.run(
-        [sys.executable, "-m", "model_build", "package", str(repository), "--out", str(tmp_path / "out")],
+        [*PACKAGE, str(repository), "--out", str(tmp_path / "out"), "--default-model", "detector"],
         cwd=root,
         capture_output=True,
         text=True,
@@ -444,3 +468,15 @@ def test_python_dash_m_model_build_package(tmp_path: Path, repository: Path) -> 
     )
     assert result.returncode == 1
     assert result.stderr.startswith("ERROR: ") and "config.pbtxt at the repository root" in result.stderr
+
+
+def test_package_runs_check_first(tmp_path: Path, repository: Path) -> None:
+    """Issue #11.5: what is packaged is what `check` passes; a broken model is never packed."""
+    broken = DETECTOR_CONFIG.replace(b"dims: [ 100, 4 ]", b"dims: [ 0, 4 ]")
+    (repository / "detector" / "config.pbtxt").write_bytes(broken)
+    with pytest.raises(InvalidModelError, match=r"check found 1 problem in the models to package.*\n  detector: "):
+        package_repository(repository, tmp_path / "out", default_model="detector")
+    assert not (tmp_path / "out").exists()
+    # A problem in a model that is not packaged does not stop the others.
+    [artifact] = package_repository(repository, tmp_path / "out", models=["post_process"])
+    assert artifact.models == ("post_process",)

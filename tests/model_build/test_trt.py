@@ -15,6 +15,7 @@ import json
 import shlex
 from pathlib import Path
 
+import export_like_models
 import pytest
 from onnx_fixtures import (
     SHARED_VALID,
@@ -157,10 +158,120 @@ def test_static_unbatched_model_takes_no_shape_flags(tmp_path):
     assert not [a for a in argv if "Shapes=" in a]
 
 
-def test_input_names_with_colons_are_quoted(tmp_path):
-    path = dynamic_batch_model(tmp_path / "tf.onnx", input_name="input:0")
-    argv = argv_for(path, max_batch_size=2)
-    assert "--minShapes='input:0':1x4" in argv and "--maxShapes='input:0':2x4" in argv
+def trtexec_shapes(flag: str) -> dict[str, list[int]]:
+    """trtexec's own parse of a --minShapes/--optShapes/--maxShapes value, ported line by line from
+    NVIDIA/TensorRT samples/common/sampleOptions.cpp (release/8.6 and main): `getShapesBuild` splits the
+    list on ',', `splitNameAndValue` takes a quoted name (exactly two "'") or splits on the last ':',
+    `removeSingleQuotationMarks` drops the quotes, dims are split on 'x'."""
+    shapes = {}
+    for item in flag.split(","):
+        quoted = item.split("'")
+        if len(quoted) != 1:
+            if len(quoted) != 3:
+                raise ValueError(
+                    f"Found invalid number of 's when parsing {item}. Expected: 2, received: {len(quoted) - 1}"
+                )
+            name, value = quoted[0] + quoted[1], quoted[2][1:]
+        else:
+            parts = item.split(":")
+            name, value = ":".join(parts[:-1]), parts[-1]
+        shapes["".join(name.split("'"))] = [int(dim) for dim in value.split("x")]
+    return shapes
+
+
+def shape_flags(argv: list[str]) -> dict[str, dict[str, list[int]]]:
+    return {
+        which: trtexec_shapes(arg.split("=", 1)[1])
+        for arg in argv
+        for which in ("min", "opt", "max")
+        if arg.startswith(f"--{which}Shapes=")
+    }
+
+
+def test_tf_style_names_reach_trtexec_intact(tmp_path):
+    """tf2onnx names ("input_1:0") need no quotes: trtexec takes the value after the last ':'."""
+    path = export_like_models.tf_style(tmp_path / "tf.onnx")
+
+    argv = argv_for(path, max_batch_size=4)
+
+    assert shape_flags(argv) == {
+        "min": {"input_1:0": [1, 224, 224, 3]},
+        "opt": {"input_1:0": [4, 224, 224, 3]},
+        "max": {"input_1:0": [4, 224, 224, 3]},
+    }
+
+
+def test_bert_like_shape_flags_parse_back_to_the_profile(tmp_path):
+    path = export_like_models.bert_like(tmp_path / "bert.onnx")
+    shapes = [{"input": name, "min": [1], "opt": [128], "max": [512]} for name in export_like_models.BERT_INPUTS]
+
+    flags = shape_flags(argv_for(path, max_batch_size=8, tensorrt={"shapes": shapes}))
+
+    assert flags["max"] == {name: [8, 512] for name in export_like_models.BERT_INPUTS}
+    assert flags["min"] == {name: [1, 1] for name in export_like_models.BERT_INPUTS}
+
+
+@pytest.mark.parametrize("name", ["a,b", "it's", "'quoted'", "x,'y'"])
+def test_names_trtexec_cannot_parse_are_refused(name, tmp_path):
+    """Quoting does not help: the flag is split on ',' before quotes are read, and a name with a quote
+    of its own makes more than two."""
+    path = export_like_models.named_inputs(tmp_path / "n.onnx", [name])
+
+    with pytest.raises(InvalidModelError, match=r"trtexec cannot parse a shape flag for a name that contains ','"):
+        argv_for(path, max_batch_size=2)
+    quoted = f"'{name}':1x4"
+    assert trtexec_shapes_or_error(quoted) != {name: [1, 4]}  # what quoting would have given trtexec
+
+
+def trtexec_shapes_or_error(flag: str) -> dict | str:
+    try:
+        return trtexec_shapes(flag)
+    except ValueError as error:
+        return str(error)
+
+
+def test_a_static_input_with_a_comma_takes_no_flag_and_passes(tmp_path):
+    path = export_like_models.named_inputs(tmp_path / "n.onnx", ["a,b"], shape=[4, 8])
+
+    argv = argv_for(path, max_batch_size=0, dynamic_batching={"enabled": False})
+
+    assert not [arg for arg in argv if "Shapes=" in arg]
+
+
+def test_inputs_sharing_a_dim_param_need_one_range(tmp_path):
+    """NvInfer.h ITensor::setDimensionName: "Dimensions with the same non-empty name must be equal at
+    runtime"; onnx-tensorrt names each input dimension after its ONNX dim_param."""
+    path = export_like_models.bert_like(tmp_path / "bert.onnx")
+    shapes = [{"input": name, "min": [1], "opt": [128], "max": [512]} for name in export_like_models.BERT_INPUTS]
+    shapes[1] = {"input": "attention_mask", "min": [1], "opt": [64], "max": [256]}
+
+    with pytest.raises(
+        InvalidModelError,
+        match=r"inputs 'input_ids' \(axis 1\) and 'attention_mask' \(axis 1\) share the ONNX dimension 'sequence', "
+        r"so TensorRT needs one range for both, but min/opt/max are 1/128/512 and 1/64/256",
+    ):
+        argv_for(path, max_batch_size=8, tensorrt={"shapes": shapes})
+
+
+def test_independent_dim_params_may_differ(tmp_path):
+    path = export_like_models.bert_like(tmp_path / "bert.onnx", mask_axis="mask_sequence")
+    shapes = [{"input": name, "min": [1], "opt": [128], "max": [512]} for name in export_like_models.BERT_INPUTS]
+    shapes[1] = {"input": "attention_mask", "min": [1], "opt": [64], "max": [256]}
+
+    flags = shape_flags(argv_for(path, max_batch_size=8, tensorrt={"shapes": shapes}))
+
+    assert flags["max"]["attention_mask"] == [8, 256] and flags["max"]["input_ids"] == [8, 512]
+
+
+def test_the_unbatched_refusal_names_no_batch_axis(tmp_path):
+    path = sequence_model(tmp_path / "seq.onnx")
+
+    with pytest.raises(InvalidModelError) as raised:
+        argv_for(path, max_batch_size=0, dynamic_batching={"enabled": False})
+
+    message = str(raised.value)
+    assert "has dynamic axes [0, 1] (max_batch_size 0: no batch axis)" in message
+    assert "besides the batch axis" not in message
 
 
 def test_fixed_batch_dim_is_refused_for_tensorrt_too(tmp_path):

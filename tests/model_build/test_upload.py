@@ -22,7 +22,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from model_build import cli
+from model_build import cli, upload
 from model_build.errors import MissingToolError, ModelBuildError
 from model_build.upload import (
     MIN_PART_SIZE,
@@ -261,3 +261,16 @@ def test_cli(tmp_path: Path, moto_url: str, s3, bucket: str, monkeypatch) -> Non
     with contextlib.redirect_stderr(io.StringIO()) as err:
         assert cli.main(argv) == 1
     assert err.getvalue().startswith(f"ERROR: s3://{bucket}/m/model.tar.gz already holds different bytes")
+
+
+def test_an_unreadable_file_is_an_error_not_a_traceback(tmp_path: Path, s3, bucket: str, monkeypatch) -> None:
+    """Tests run as root, which reads anything: EACCES is simulated where the file is first read."""
+    path = tmp_path / "model.tar.gz"
+    path.write_bytes(b"archive")
+
+    def denied(target: Path) -> str:
+        raise PermissionError(13, "Permission denied", str(target))
+
+    monkeypatch.setattr(upload, "file_sha256", denied)
+    with pytest.raises(ModelBuildError, match=r"model.tar.gz: cannot be read \(Permission denied\)"):
+        upload.upload_file(path, bucket, "models/m/x/model.tar.gz", client=s3)

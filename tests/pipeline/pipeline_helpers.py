@@ -8,15 +8,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import aws_cdk as cdk
 import yaml
 
 # Before aws_cdk loads (tests/conftest.py sets it too; this module may be imported first).
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from stacks.pipeline_stack import PipelineStack, add_pipeline_stack
+from stacks.app_factory import create_pipeline_app
+from stacks.pipeline_stack import PipelineStack
 from triton_cdk.config.pipeline import load_pipeline
-from triton_cdk.nag import enable_aws_solutions_checks
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = REPO_ROOT / "config"
@@ -85,13 +84,10 @@ class SynthesizedPipeline:
 
 
 def synthesize(folder: Path) -> SynthesizedPipeline:
-    """The pipeline stack alone (with cdk-nag, as `make synth` runs it), from the configs in `folder`."""
-    pipeline_config, stages = load_pipeline(folder / "pipeline.yaml")
+    """The pipeline app (with cdk-nag and Guard, as `make synth-pipeline` runs app.py), from the configs in `folder`."""
     outdir = folder / "cdk.out"
     # cdk.json's feature flags, as the CDK CLI passes them to `make synth`.
     context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
-    app = cdk.App(outdir=str(outdir), context=context)
-    enable_aws_solutions_checks(app)
-    stack = add_pipeline_stack(app, pipeline_config, stages)
+    app, stack = create_pipeline_app(*load_pipeline(folder / "pipeline.yaml"), outdir=str(outdir), context=context)
     app.synth()
     return SynthesizedPipeline(stack, outdir)

@@ -61,7 +61,7 @@ def test_stages_run_source_synth_selfmutation_dev_then_prod(default_pipeline):
 def test_synth_step_runs_the_tests_before_synth(default_pipeline):
     synth = _project(default_pipeline, _stage(default_pipeline, "Build")["Actions"][0])
     commands = _buildspec(synth)["phases"]["build"]["commands"]
-    assert commands == ["make test", "make synth STAGE=dev OUTDIR=cdk.out-pipeline"]
+    assert commands == ["make test", "make synth-pipeline PIPELINE_OUTDIR=cdk.out-pipeline"]
     assert _buildspec(synth)["artifacts"]["base-directory"] == "cdk.out-pipeline"
 
 
@@ -147,7 +147,7 @@ def test_smoke_project_role_may_only_assume_its_stage_role(default_pipeline):
 def test_stage_smoke_role_invokes_only_that_stages_endpoints(default_pipeline):
     for name in ("dev", "prod"):
         templates = default_pipeline.stage_templates(name)
-        access = templates[f"{name}-Triton-{name}-SmokeAccess"]
+        access = templates[f"Triton-{name}-SmokeAccess"]
         policies = [r for r in access["Resources"].values() if r["Type"] == "AWS::IAM::Policy"]
         statements = [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
         invoke = next(s for s in statements if s["Action"] == "sagemaker:InvokeEndpoint")
@@ -195,7 +195,7 @@ def test_prod_endpoints_deploy_canary_with_auto_rollback(default_pipeline):
 
 
 def test_dev_bucket_is_named_for_prod_to_copy_from(default_pipeline):
-    artifacts = default_pipeline.stage_templates("dev")["dev-Triton-dev-Artifacts"]
+    artifacts = default_pipeline.stage_templates("dev")["Triton-dev-Artifacts"]
     buckets = [
         r["Properties"].get("BucketName") for r in artifacts["Resources"].values() if r["Type"] == "AWS::S3::Bucket"
     ]
@@ -206,8 +206,13 @@ def test_artifact_bucket_is_kms_encrypted_and_tls_only(default_pipeline):
     (bucket,) = default_pipeline.resources("AWS::S3::Bucket").values()
     encryption = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
     assert encryption["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
-    (key,) = default_pipeline.resources("AWS::KMS::Key").values()
-    assert key["Properties"]["EnableKeyRotation"] is True
+    # Two keys: the artifact bucket's and the build logs' (triton_cdk/pipeline/logs.py); both rotate.
+    keys = default_pipeline.resources("AWS::KMS::Key")
+    assert len(keys) == 2 and all(k["Properties"]["EnableKeyRotation"] is True for k in keys.values())
+    key_id = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"][0][
+        "ServerSideEncryptionByDefault"
+    ]["KMSMasterKeyID"]["Fn::GetAtt"][0]
+    assert key_id in keys
     (policy,) = default_pipeline.resources("AWS::S3::BucketPolicy").values()
     assert any(
         s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
@@ -263,7 +268,7 @@ def test_cross_account_wave_deploys_prod_to_each_region_after_one_approval(cross
 
 def test_cross_account_smoke_role_trusts_the_pipeline_account(cross_account_pipeline):
     templates = cross_account_pipeline.stage_templates("prod-us-west-2")
-    access = templates["prod-us-west-2-Triton-prod-SmokeAccess"]
+    access = templates["Triton-prod-SmokeAccess"]  # per stage (region) assembly
     (role,) = [r for r in access["Resources"].values() if r["Type"] == "AWS::IAM::Role"]
     assert role["Properties"]["RoleName"] == "triton-prod-smoke-us-west-2"
     principal = role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]["AWS"]
@@ -279,6 +284,17 @@ def test_cross_account_smoke_role_trusts_the_pipeline_account(cross_account_pipe
 
 
 def test_cross_account_pipeline_hands_artifacts_to_target_accounts(cross_account_pipeline):
-    (key,) = cross_account_pipeline.resources("AWS::KMS::Key").values()
+    # The artifact bucket's key (the other key, the build logs', stays in the pipeline account).
+    (key,) = [k for k in cross_account_pipeline.resources("AWS::KMS::Key").values() if "logs." not in json.dumps(k)]
     policy = json.dumps(key["Properties"]["KeyPolicy"])
     assert PROD_ACCOUNT in policy
+
+
+def test_pipeline_stages_deploy_the_stacks_make_deploy_deploys(default_pipeline):
+    """Inside a CDK Stage a stack's name defaults to `<stage>-<id>`; the stage stacks set their names, so the
+    pipeline updates the stacks `make deploy STAGE=dev` created instead of creating a second copy that would
+    collide on their fixed names (bucket, endpoint, alarms). Found by an independent template review."""
+    for stage in ("dev", "prod"):
+        names = set(default_pipeline.stage_templates(stage))
+        assert {f"Triton-{stage}-Artifacts", f"Triton-{stage}-Build"} <= names, names
+        assert not [n for n in names if n.startswith(f"{stage}-Triton-")], names

@@ -30,7 +30,8 @@ from triton_cdk.pipeline.smoke import (
 )
 from triton_cdk.pipeline.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
 
-EXAMPLE_MODEL = Path(__file__).resolve().parents[2] / "examples" / "models" / "add_sub"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_MODEL = REPO_ROOT / "examples" / "models" / "add_sub"
 
 BERT_LIKE = """
 name: "bert_base"
@@ -287,3 +288,34 @@ def test_unassumable_role_exits_1_naming_the_role(capsys, monkeypatch):
     code = smoke.main(["--plan-json", plan, "--bucket", "b", "--role-arn", role, "--region", "us-east-1"])
     assert code == 1
     assert f"ERROR: cannot assume {role}" in capsys.readouterr().err
+
+
+class ComponentTransport(RecordedTransport):
+    def send(self, request, *, target_model=None, inference_component=None):
+        self.components = [*getattr(self, "components", []), inference_component]
+        return super().send(request, target_model=target_model)
+
+
+def test_an_inference_component_is_addressed_by_its_name():
+    """InvokeEndpoint's InferenceComponentName picks the component (SageMaker Runtime API reference)."""
+    model = ModelCheck("add_sub", "k", None, inference_component="dev-triton-components-add-sub")
+    endpoint = EndpointCheck("triton-components", "dev-triton-components", 100.0, [model])
+    transport = ComponentTransport(GOOD, GOOD)
+    result = check_model(_client(transport), endpoint, model, ADD_SUB, timed_calls=1, clock=_clock(0, 0.01))
+    assert result.passed
+    assert transport.components == ["dev-triton-components-add-sub"] * 2
+
+
+def test_the_plan_of_a_component_endpoint_names_each_component():
+    from triton_cdk.config import load_stage
+    from triton_cdk.config.pipeline import PipelineConfig
+    from triton_cdk.pipeline.steps import smoke_plan
+
+    config = load_stage("components", REPO_ROOT / "examples" / "config")
+    pipeline = PipelineConfig.model_validate(
+        {"name": "p", "source": {"codecommit_repository": "r"}, "stages": [{"name": "components"}]}
+    )
+    plan = smoke_plan(config, pipeline)
+    components = {m.inference_component for e in plan.endpoints for m in e.models}
+    assert components and None not in components
+    assert all(c.startswith("components-") for c in components)

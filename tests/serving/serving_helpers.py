@@ -44,7 +44,7 @@ CUSTOM_ENDPOINTS = [
         "models": ["bert_base"],
         "instance_type": "ml.g5.12xlarge",
         "initial_instance_count": 2,
-        "volume_size_gb": 100,
+        # No volume_size_gb: ml.g5 has NVMe instance storage only (catalogue nvme_storage_only).
         "model_data_download_timeout_seconds": 1200,
         "container_startup_health_check_timeout_seconds": 900,
         "container": {
@@ -72,7 +72,7 @@ CUSTOM_ENDPOINTS = [
             ],
         },
         "alarms": {"latency_p99_ms": 250, "gpu_memory_percent": 80, "cpu_percent": 50, "period_seconds": 60},
-        "deployment": {"strategy": "rolling", "rolling_batch_percent": 25, "wait_seconds": 120,
+        "deployment": {"strategy": "rolling", "rolling_batch_percent": 25, "wait_seconds": 180,
                        "maximum_execution_timeout_seconds": 7200, "rollback_alarms": ["latency", "gpu_memory"]},
     },
     {
@@ -81,12 +81,15 @@ CUSTOM_ENDPOINTS = [
         "models": ["add_sub"],
         "instance_type": "ml.c5.xlarge",
         "uncompressed_model_data": True,
+        "volume_size_gb": 50,  # ml.c5 instances take an EBS volume
         "network_isolation": True,
         "vpc": {"subnet_ids": ["subnet-0123456789abcdef0", "subnet-0fedcba9876543210"],
                 "security_group_ids": ["sg-0123456789abcdef0"]},
         "data_capture": {"enabled": True, "sampling_percent": 50, "capture_response": False},
         "autoscaling": {"min_capacity": 1, "max_capacity": 3, "invocations_per_instance": 1000},
-        "deployment": {"strategy": "blue_green", "traffic": "linear", "linear_step_percent": 20, "wait_seconds": 60,
+        # Rollback alarms must reach ALARM within the 60 s bake: one 60 s period.
+        "alarms": {"period_seconds": 60, "evaluation_periods": 2, "datapoints_to_alarm": 1},
+        "deployment": {"strategy": "blue_green", "traffic": "linear", "linear_step_percent": 20, "wait_seconds": 120,
                        "termination_wait_seconds": 120, "rollback_alarms": ["errors_5xx", "cpu"]},
     },
     {
@@ -94,7 +97,8 @@ CUSTOM_ENDPOINTS = [
         "mode": "multi_model",
         "models": ["add_sub", "simple_onnx"],
         "instance_type": "ml.c5.2xlarge",
-        "deployment": {"strategy": "blue_green", "traffic": "canary", "canary_percent": 10, "wait_seconds": 300,
+        "network_isolation": False,  # the per-endpoint opt-out (e.g. a Python model that calls out)
+        "deployment": {"strategy": "blue_green", "traffic": "canary", "canary_percent": 10, "wait_seconds": 900,
                        "rollback_alarms": ["disk", "errors_5xx"]},
     },
     {
@@ -156,7 +160,7 @@ def read_assembly(config: AppConfig, stacks: StageStacks, assembly) -> Synthesiz
 
 
 def synthesize(config: AppConfig, outdir: Path) -> Synthesized:
-    app, stacks, _ = create_app(config, outdir=str(outdir), context=cdk_json_context())
+    app, stacks = create_app(config, outdir=str(outdir), context=cdk_json_context())
     return read_assembly(config, stacks, app.synth())
 
 

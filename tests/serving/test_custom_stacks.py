@@ -50,7 +50,7 @@ def test_container_environment_from_config(custom):
         "SAGEMAKER_TRITON_DEFAULT_MODEL_NAME": "bert_base",
         "SAGEMAKER_TRITON_LOG_VERBOSE": "true",
         "SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT": "0.8",
-        "SAGEMAKER_TRITON_PING_MODE": "live",
+        "SAGEMAKER_TRITON_OVERRIDE_PING_MODE": "live",
         "SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "33554432",
         "SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE": "2097152",
         "SAGEMAKER_TRITON_THREAD_COUNT": "16",
@@ -62,9 +62,12 @@ def test_variant_volume_and_timeouts(custom):
     (variant,) = config["ProductionVariants"]
     assert variant["InstanceType"] == "ml.g5.12xlarge"
     assert variant["InitialInstanceCount"] == 2
-    assert variant["VolumeSizeInGB"] == 100
+    assert "VolumeSizeInGB" not in variant  # NVMe instance storage only
+    assert variant["InferenceAmiVersion"] == "al2023-ami-sagemaker-inference-gpu-4-1"
     assert variant["ModelDataDownloadTimeoutInSeconds"] == 1200
     assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 900
+    (cpu,) = props(custom.templates["cpu-python"], "AWS::SageMaker::EndpointConfig")["ProductionVariants"]
+    assert cpu["VolumeSizeInGB"] == 50 and "InferenceAmiVersion" not in cpu
 
 
 def test_rolling_deployment(custom):
@@ -75,7 +78,7 @@ def test_rolling_deployment(custom):
     assert config["RollingUpdatePolicy"] == {
         "MaximumBatchSize": {"Type": "CAPACITY_PERCENT", "Value": 25},
         "MaximumExecutionTimeoutInSeconds": 7200,
-        "WaitIntervalInSeconds": 120,
+        "WaitIntervalInSeconds": 180,
     }
     resources = template.to_json()["Resources"]
     names = [
@@ -114,6 +117,8 @@ def test_cpu_endpoint_has_no_gpu_scaling_or_gpu_alarm(custom):
 def test_vpc_and_network_isolation(custom):
     model = props(custom.templates["cpu-python"], "AWS::SageMaker::Model")
     assert model["EnableNetworkIsolation"] is True
+    opted_out = props(custom.templates["cpu-mme"], "AWS::SageMaker::Model")
+    assert opted_out["EnableNetworkIsolation"] is False
     assert model["VpcConfig"] == {
         "SecurityGroupIds": ["sg-0123456789abcdef0"],
         "Subnets": ["subnet-0123456789abcdef0", "subnet-0fedcba9876543210"],
@@ -133,8 +138,11 @@ def test_data_capture_goes_to_its_own_prefix_encrypted_with_the_key(custom):
 
 def test_execution_role_gets_data_capture_and_vpc_permissions_before_the_model(custom):
     template = custom.templates["cpu-python"]
-    policy_id, policy = only(template, "AWS::IAM::Policy")
+    policies = template.find_resources("AWS::IAM::Policy")
+    (policy_id,) = [k for k in policies if k.startswith("ExecutionRoleAdditions")]
+    policy = policies[policy_id]
     statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    assert statements["DescribeRollbackAlarms"]["Action"] == "cloudwatch:DescribeAlarms"
     assert statements["WriteDataCapture"]["Action"] == "s3:PutObject"
     assert statements["WriteDataCapture"]["Resource"]["Fn::Join"][1][1] == "/data-capture/test-cpu-python/*"
     assert sorted(statements["EncryptDataCapture"]["Action"]) == ["kms:Encrypt", "kms:GenerateDataKey"]
@@ -152,7 +160,7 @@ def test_linear_deployment(custom):
     assert policy["TrafficRoutingConfiguration"] == {
         "Type": "LINEAR",
         "LinearStepSize": {"Type": "CAPACITY_PERCENT", "Value": 20},
-        "WaitIntervalInSeconds": 60,
+        "WaitIntervalInSeconds": 120,
     }
     assert policy["TerminationWaitInSeconds"] == 120
     assert len(endpoint["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]) == 2

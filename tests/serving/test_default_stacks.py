@@ -66,7 +66,7 @@ def test_single_model_endpoint_serves_the_content_addressed_archive(dev):
         "SAGEMAKER_TRITON_DEFAULT_MODEL_NAME": "bert_base",
         "SAGEMAKER_TRITON_LOG_VERBOSE": "false",
     }
-    assert "VpcConfig" not in model["Properties"] and "EnableNetworkIsolation" not in model["Properties"]
+    assert "VpcConfig" not in model["Properties"] and model["Properties"]["EnableNetworkIsolation"] is True
 
 
 def test_same_model_gets_the_same_key_in_both_endpoints(dev):
@@ -95,6 +95,7 @@ def test_endpoint_config_names_are_generated_and_variant_is_configured(prod):
         {
             "InitialInstanceCount": 2,
             "InitialVariantWeight": 1,
+            "InferenceAmiVersion": "al2023-ami-sagemaker-inference-gpu-4-1",
             "InstanceType": "ml.g5.xlarge",
             "ModelName": {"Fn::GetAtt": [only(template, "AWS::SageMaker::Model")[0], "ModelName"]},
             "VariantName": "AllTraffic",
@@ -111,7 +112,8 @@ def test_dev_deploys_blue_green_all_at_once_with_rollback_alarms(dev):
     props = endpoint["Properties"]
     assert props["EndpointName"] == "dev-triton-mme"
     policy = props["DeploymentConfig"]["BlueGreenUpdatePolicy"]
-    assert policy["TrafficRoutingConfiguration"] == {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 300}
+    # 900 s: the rollback alarms ((2 + 1) x 300 s periods) can reach ALARM while the new fleet bakes.
+    assert policy["TrafficRoutingConfiguration"] == {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 900}
     assert policy["TerminationWaitInSeconds"] == 300 and policy["MaximumExecutionTimeoutInSeconds"] == 3600
     alarms = [a["AlarmName"]["Ref"] for a in props["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]]
     names = {alarm_id: template.to_json()["Resources"][alarm_id]["Properties"]["AlarmName"] for alarm_id in alarms}
@@ -127,7 +129,7 @@ def test_prod_deploys_canary_and_rolls_back_on_three_alarms(prod):
         assert config["BlueGreenUpdatePolicy"]["TrafficRoutingConfiguration"] == {
             "Type": "CANARY",
             "CanarySize": {"Type": "CAPACITY_PERCENT", "Value": 25},
-            "WaitIntervalInSeconds": 600,
+            "WaitIntervalInSeconds": 900,
         }
         rollback = [resources[a["AlarmName"]["Ref"]] for a in config["AutoRollbackConfiguration"]["Alarms"]]
         assert [a["Properties"].get("MetricName", "4xx-rate") for a in rollback] == [

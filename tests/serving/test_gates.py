@@ -61,3 +61,15 @@ def test_snapshot_per_endpoint_stack(name, request, snapshot_json):
     synth = request.getfixturevalue(name)
     for endpoint, template in synth.raw.items():
         assert template == snapshot_json(name=endpoint)
+
+
+def test_docs_list_every_endpoint_field_with_its_default():
+    """docs/serving.md's endpoint table follows the schema (triton_cdk/config/endpoint.py)."""
+    from triton_cdk.config.endpoint import DeploymentSettings, EndpointSettings
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "serving.md").read_text()
+    for name in EndpointSettings.model_fields:
+        assert f"| `{name}` |" in page or f"### `{name}`" in page, name
+    assert "| `network_isolation` | `true` |" in page and EndpointSettings.model_fields["network_isolation"].default
+    wait = DeploymentSettings.model_fields["wait_seconds"].default
+    assert f"| `wait_seconds` | `{wait}` |" in page

@@ -128,3 +128,81 @@ def test_rollback_alarm_that_the_endpoint_does_not_have(tmp_path, name, alarm, e
 
 def test_default_config_still_loads_unchanged(tmp_path):
     assert load_config(write_config(tmp_path, copy.deepcopy(DEV_DOCUMENT))).endpoints[0].variant_name == "AllTraffic"
+
+
+@pytest.mark.parametrize(
+    "instance",
+    ["ml.g4dn.xlarge", "ml.g5.12xlarge", "ml.g6.12xlarge", "ml.g6e.12xlarge", "ml.p4d.24xlarge", "ml.p5.48xlarge"],
+)
+def test_volume_size_on_an_nvme_only_instance(tmp_path, instance):
+    """g4dn, g5, g6, g6e, p4d and p5 have NVMe instance storage only: SageMaker refuses VolumeSizeInGB there
+    (SageMaker Python SDK `volume_size_supported`; CreateEndpointConfig; ../shared/README.md "Instance storage")."""
+    message = refused(tmp_path, lambda d: endpoint(d, "multi-gpu").update(volume_size_gb=100, instance_type=instance))
+    assert (
+        f"endpoints[0]: volume_size_gb: {instance} has NVMe instance storage only (catalogue field nvme_storage_only) "
+        "and SageMaker refuses VolumeSizeInGB there"
+    ) in message
+
+
+def test_volume_size_counts_every_variant(tmp_path):
+    """Extra variants share the primary's volume size, so their instance types count too."""
+    message = refused(tmp_path, lambda d: endpoint(d, "two-variants").update(volume_size_gb=20))
+    assert "volume_size_gb: ml.g5.2xlarge, ml.g5.xlarge have NVMe instance storage only" in message
+
+
+@pytest.mark.parametrize(
+    ("deployment", "alarms", "needed"),
+    [
+        ({"traffic": "canary", "wait_seconds": 600}, {}, 900),
+        ({"strategy": "rolling", "wait_seconds": 180}, {"period_seconds": 60, "datapoints_to_alarm": 3}, 240),
+        ({"traffic": "all_at_once", "wait_seconds": 60}, {"period_seconds": 60, "datapoints_to_alarm": 1}, 120),
+    ],
+)
+def test_rollback_alarms_that_cannot_fire_within_the_bake_time(tmp_path, deployment, alarms, needed):
+    """SageMaker watches the rollback alarms while a step bakes (WaitIntervalInSeconds); an alarm reaches ALARM
+    after `datapoints_to_alarm` breaching periods, and the last one is seen only once its period has closed
+    and its datapoint arrived: one period more (SageMaker "Auto-Rollback Configuration and Monitoring";
+    CloudWatch "Evaluating an alarm"; ../shared/README.md "Deployment guardrails")."""
+
+    def change(d):
+        e = endpoint(d, "multi-gpu")
+        e["deployment"] = {"rollback_alarms": ["latency"], **deployment}
+        e["alarms"] = {"evaluation_periods": 3, **alarms}
+
+    message = refused(tmp_path, change)
+    assert "deployment.wait_seconds: the bake time" in message
+    assert f"shorter than the {needed} s the rollback alarms need to reach ALARM" in message
+
+
+def test_no_rollback_alarms_need_no_bake_time(tmp_path):
+    document = custom_document()
+    endpoint(document, "multi-gpu")["deployment"] = {"wait_seconds": 0, "rollback_alarms": []}
+    load_config(write_config(tmp_path, document))
+
+
+def test_a_release_no_gpu_ami_runs(tmp_path):
+    """Triton 26.05 needs CUDA 13.2; the newest SageMaker GPU AMI (al2023-ami-sagemaker-inference-gpu-4-1) has
+    driver 580 / CUDA 13.0 (ProductionVariant.InferenceAmiVersion, botocore's SageMaker API model)."""
+
+    def change(d):
+        d["triton_release"] = "26.05"
+
+    message = refused(tmp_path, change)
+    assert "endpoints[0].instance_type: no SageMaker inference AMI has a driver for Triton 26.05 (CUDA 13.2)" in message
+    assert "use a triton_release one of them runs: 23.12, 24.01, 24.03, 24.05, 24.09, 25.04, 25.09" in message
+    assert "endpoints[1]" not in message  # CPU endpoints pin no AMI
+
+
+def test_an_ami_too_old_for_the_release(tmp_path):
+    message = refused(
+        tmp_path, lambda d: endpoint(d, "multi-gpu").update(inference_ami_version="al2-ami-sagemaker-inference-gpu-3-1")
+    )
+    assert (
+        "endpoints[0].inference_ami_version: al2-ami-sagemaker-inference-gpu-3-1 cannot run Triton 24.09 (CUDA 12.6) "
+        "on ml.g5: its driver 550 runs CUDA up to 12.4; AMIs that can: al2023-ami-sagemaker-inference-gpu-4-1"
+    ) in message
+
+
+def test_an_unknown_ami(tmp_path):
+    message = refused(tmp_path, lambda d: endpoint(d, "multi-gpu").update(inference_ami_version="al2-ami-gpu-9"))
+    assert "unknown InferenceAmiVersion 'al2-ami-gpu-9'" in message

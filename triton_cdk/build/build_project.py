@@ -19,7 +19,6 @@ from collections.abc import Sequence
 import aws_cdk as cdk
 from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
@@ -31,6 +30,7 @@ from model_build.matching import BuildPlan
 from triton_cdk.config.build import BuildSettings
 from triton_cdk.images import TritonImageLookup
 from triton_cdk.nag import acknowledge
+from triton_cdk.notifications import rule_target
 
 BUILDSPEC = "buildspec.yml"  # at the root of the model_build source asset
 FAILED_BUILD_STATES = ("FAILED", "FAULT", "STOPPED", "TIMED_OUT")
@@ -96,6 +96,7 @@ class ModelBuildProject(Construct):
             self,
             "Logs",
             retention=retention(settings.log_retention_days),
+            encryption_key=encryption_key,
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
         self.project = codebuild.Project(
@@ -109,6 +110,9 @@ class ModelBuildProject(Construct):
             encryption_key=encryption_key,
             timeout=cdk.Duration.minutes(settings.timeout_minutes),
             queued_timeout=cdk.Duration.minutes(settings.queue_timeout_minutes),
+            # No limit unless configured: without one, builds over CodeBuild's account limit queue; with
+            # one, StartBuild fails over it ("Builds in AWS CodeBuild"). The build stack refuses a limit
+            # below the number of artifacts one deployment may build at once on this project.
             concurrent_build_limit=settings.concurrency,
             logging=codebuild.LoggingOptions(
                 cloud_watch=codebuild.CloudWatchLoggingOptions(log_group=self.log_group),
@@ -180,6 +184,13 @@ class ModelBuildProject(Construct):
                 actions=["s3:GetObject", "s3:GetObjectVersion"],
                 resources=sorted({source.bucket.arn_for_objects(source.s3_object_key), *model_sources}),
             ),
+            # CodeBuild reads an S3 source only with these on its bucket (the "S3BucketIdentity" statement
+            # of the service-role policy in "Allow CodeBuild to interact with other AWS services").
+            iam.PolicyStatement(
+                sid="LocateBuildSource",
+                actions=["s3:GetBucketAcl", "s3:GetBucketLocation"],
+                resources=[source.bucket.bucket_arn],
+            ),
         ]
         if plan is not None:
             statements += [
@@ -214,7 +225,8 @@ class ModelBuildProject(Construct):
             ),
         )
         rule.add_target(
-            targets.SnsTopic(
+            rule_target(  # publishes through a role only this rule may assume (triton_cdk/notifications.py)
+                rule,
                 topic,
                 message=events.RuleTargetInput.from_text(
                     f"Triton model build {events.EventField.from_path('$.detail.build-id')} ended "

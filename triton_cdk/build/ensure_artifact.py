@@ -2,20 +2,39 @@
 
 The handler (lambda/ensure_artifact/index.py, standard library + boto3, so the asset needs no
 bundling) returns at once when the key exists, otherwise starts the CodeBuild build (BUILD mode)
-or copies the object from the source stage's bucket (PROMOTE mode), and the Provider framework
-polls `is_complete` until the build ends, up to `build.artifact_wait_minutes` (CloudFormation
-waits at most one hour for a custom resource). Endpoint stacks depend on the build stack, so
-every SageMaker model is created after its artifact exists.
+or copies the object from the source stage's bucket (PROMOTE mode).
+
+Waiting for a build. A custom resource gets at most one hour (its ServiceTimeout: 1..3600 s), a
+GPU build with a cold ~10 GB image pull can take longer (CodeBuild allows up to 36 h). So in BUILD
+mode the resource only starts the build, and the deployment waits on an
+`AWS::CloudFormation::WaitCondition` (Timeout up to 43200 s = 12 h; CloudFormation template
+reference) for the build's queue + run time + a margin. An EventBridge rule on the projects' "CodeBuild
+Build State Change" events invokes `on_build_state`, which signals the wait condition: SUCCESS once
+the key exists, FAILURE with the build id, phase and logs link otherwise (including builds CodeBuild
+timed out or stopped, which never run their own last command). A wait condition cannot be updated
+and its handle must be new for every wait (template reference: "Anytime you add a WaitCondition
+resource during a stack update, you must associate the wait condition with a new
+WaitConditionHandle"), so both carry a digest of what the build must produce in their logical IDs.
+If the deployment gives up (the wait times out, another resource fails, the stack is deleted),
+CloudFormation deletes the resource that started the build, and its Delete stops that build.
+
+Endpoint stacks depend on the build stack, so every SageMaker model is created after its artifact
+exists.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import aws_cdk as cdk
+from aws_cdk import aws_codebuild as codebuild
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
@@ -26,7 +45,23 @@ from triton_cdk.nag import acknowledge
 
 HANDLER_DIR = Path(__file__).resolve().parents[2] / "lambda" / "ensure_artifact"
 RESOURCE_TYPE = "Custom::TritonModelArtifact"
-QUERY_INTERVAL = cdk.Duration.seconds(30)
+# on_event copies objects server-side (promotion, multi-model copies): its own limit, below the
+# Provider framework function's 15 minutes, so its own error reaches CloudFormation.
+ON_EVENT_TIMEOUT = cdk.Duration.minutes(14)
+# The resource's ServiceTimeout: above the framework function's 15 minutes (which reports our
+# handler's error), so CloudFormation's generic "did not stabilize" timeout never comes first.
+SERVICE_TIMEOUT = cdk.Duration.minutes(20)
+MAX_WAIT = cdk.Duration.hours(12)  # AWS::CloudFormation::WaitCondition Timeout: at most 43200 s
+BUILD_END_STATES = ("SUCCEEDED", "FAILED", "FAULT", "STOPPED", "TIMED_OUT")
+
+
+@dataclass(frozen=True)
+class PromotionSource:
+    """The stage artifacts are copied from: its bucket, and its region and account where the config fixes them."""
+
+    bucket_name: str
+    region: str | None = None
+    account: str | None = None
 
 
 @dataclass(frozen=True)
@@ -43,14 +78,14 @@ class ArtifactResourceProps:
 
 
 class EnsureArtifacts(Construct):
-    """The Provider and its resources.
+    """The Provider, its resources and, in BUILD mode, their wait conditions.
 
     :param bucket_name: the artifact bucket (this stage's).
     :param bucket_arn: its ARN (an explicit export of the artifact stack: cdk-nag findings name it).
     :param key_arn: the artifact key; copies are re-encrypted with it.
-    :param project_arns: CodeBuild projects the handler may start and poll (BUILD mode).
-    :param source_bucket: PROMOTE mode: the source stage's bucket name; nothing is ever built.
-    :param wait: how long a deployment waits for one artifact (at most 1 hour).
+    :param projects: CodeBuild projects the handler may start, poll and stop (BUILD mode).
+    :param promotion: PROMOTE mode: the stage artifacts are copied from; nothing is ever built.
+    :param build_wait: BUILD mode: how long a deployment waits for one build (at most 12 hours).
     :param log_retention: retention of the handler and framework log groups.
     """
 
@@ -62,19 +97,26 @@ class EnsureArtifacts(Construct):
         bucket_name: str,
         bucket_arn: str,
         key_arn: str,
-        project_arns: Sequence[str] = (),
-        source_bucket: str | None = None,
-        wait: cdk.Duration,
+        projects: Sequence[codebuild.IProject] = (),
+        promotion: PromotionSource | None = None,
+        build_wait: cdk.Duration | None = None,
         log_retention: logs.RetentionDays,
+        log_encryption_key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        if bool(project_arns) == bool(source_bucket):
-            raise ValueError("EnsureArtifacts needs either project_arns (build) or source_bucket (promote), not both")
+        if bool(projects) == bool(promotion):
+            raise ValueError("EnsureArtifacts needs either projects (build) or promotion (promote), not both")
+        if projects and build_wait is None:
+            raise ValueError("EnsureArtifacts in build mode needs build_wait")
+        if build_wait is not None and build_wait.to_seconds() > MAX_WAIT.to_seconds():
+            raise ValueError(f"build_wait {build_wait.to_minutes()} min exceeds CloudFormation's 12-hour WaitCondition")
         self.bucket_name = bucket_name
         self.bucket_arn = bucket_arn
         self.key_arn = key_arn
-        self.source_bucket = source_bucket
+        self.promotion = promotion
+        self.build_wait = build_wait
         self.resources: dict[str, cdk.CustomResource] = {}
+        self.wait_conditions: dict[str, cdk.CfnWaitCondition] = {}
 
         self.role = iam.Role(
             self,
@@ -83,20 +125,22 @@ class EnsureArtifacts(Construct):
             description="Ensure-artifact handler: check, build or promote model artifacts",
         )
         code = lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"])
-        runtime = lambda_.Runtime.PYTHON_3_14
+        handlers = [("OnEvent", "index.on_event", ON_EVENT_TIMEOUT)]
+        if projects:
+            handlers.append(("OnBuildState", "index.on_build_state", cdk.Duration.minutes(14)))
         functions = {}
-        for name, handler, timeout in (
-            # on_event may copy large objects server-side (promotion, multi-model copies).
-            ("OnEvent", "index.on_event", cdk.Duration.minutes(14)),
-            ("IsComplete", "index.is_complete", cdk.Duration.minutes(5)),
-        ):
+        for name, handler, timeout in handlers:
             group = logs.LogGroup(
-                self, f"{name}Logs", retention=log_retention, removal_policy=cdk.RemovalPolicy.DESTROY
+                self,
+                f"{name}Logs",
+                retention=log_retention,
+                encryption_key=log_encryption_key,
+                removal_policy=cdk.RemovalPolicy.DESTROY,
             )
             functions[name] = lambda_.Function(
                 self,
                 name,
-                runtime=runtime,
+                runtime=lambda_.Runtime.PYTHON_3_14,
                 handler=handler,
                 code=code,
                 timeout=timeout,
@@ -110,26 +154,39 @@ class EnsureArtifacts(Construct):
                     actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[group.log_group_arn]
                 )
             )
-        self._grant(project_arns)
+        self.functions = functions
+        self._grant([p.project_arn for p in projects])
+        if projects:
+            self._route_build_ends(projects, functions["OnBuildState"])
 
         framework_logs = logs.LogGroup(
-            self, "ProviderLogs", retention=log_retention, removal_policy=cdk.RemovalPolicy.DESTROY
-        )
-        self.provider = cr.Provider(
             self,
-            "Provider",
-            on_event_handler=functions["OnEvent"],
-            is_complete_handler=functions["IsComplete"],
-            query_interval=QUERY_INTERVAL,
-            total_timeout=wait,
-            log_group=framework_logs,
-            disable_waiter_state_machine_logging=False,
-            waiter_state_machine_log_options=cr.LogOptions(
-                destination=framework_logs, level=cdk.aws_stepfunctions.LogLevel.ALL
-            ),
+            "ProviderLogs",
+            retention=log_retention,
+            encryption_key=log_encryption_key,
+            removal_policy=cdk.RemovalPolicy.DESTROY,
         )
+        # No is_complete: the Provider answers as soon as on_event returns; builds are waited for by
+        # the wait conditions (module doc).
+        self.provider = cr.Provider(self, "Provider", on_event_handler=functions["OnEvent"], log_group=framework_logs)
         self._acknowledge()
         self._drop_repeated_role_dependencies(functions.values())
+
+    def _route_build_ends(self, projects: Sequence[codebuild.IProject], function: lambda_.IFunction) -> None:
+        rule = events.Rule(
+            self,
+            "BuildEnded",
+            description="Model build ended: signal the wait condition of the deployment that started it",
+            event_pattern=events.EventPattern(
+                source=["aws.codebuild"],
+                detail_type=["CodeBuild Build State Change"],
+                detail={
+                    "build-status": list(BUILD_END_STATES),
+                    "project-name": [p.project_name for p in projects],
+                },
+            ),
+        )
+        rule.add_target(targets.LambdaFunction(function, retry_attempts=8))
 
     def _drop_repeated_role_dependencies(self, functions) -> None:
         """cfn-lint W3005: CDK's DependsOn on a role repeats the GetAtt that names it.
@@ -142,9 +199,6 @@ class EnsureArtifacts(Construct):
             for name in ("framework-onEvent", "framework-isComplete", "framework-onTimeout")
             if (fn := self.provider.node.try_find_child(name)) is not None
         ]
-        waiter = self.provider.node.try_find_child("waiter-state-machine")
-        if waiter is not None:
-            pairs.append((waiter, waiter.node.find_child("Role")))
         stack = cdk.Stack.of(self)
         for resource, role in pairs:
             policy = role.node.find_child("DefaultPolicy").node.default_child
@@ -160,27 +214,52 @@ class EnsureArtifacts(Construct):
         }
         if props.uncompressed_prefix:
             properties["UncompressedPrefix"] = props.uncompressed_prefix
-        if self.source_bucket:
-            properties["SourceBucket"] = self.source_bucket
+        wait = None
+        if self.promotion:
+            properties["SourceBucket"] = self.promotion.bucket_name
+            if self.promotion.region:
+                properties["SourceRegion"] = self.promotion.region
         else:
             if not props.project_name:
                 raise ValueError(f"artifact {props.key}: a BUILD-mode resource needs the project that builds it")
             properties["ProjectName"] = props.project_name
             properties["BuildEnvironment"] = dict(props.build_environment or {})
+            # A new handle and wait condition whenever a build may be needed (module doc).
+            timeout = str(int(self.build_wait.to_seconds()))
+            digest = hashlib.sha256(f"{props.key}|{props.uncompressed_prefix or ''}|{timeout}".encode()).hexdigest()
+            handle = cdk.CfnWaitConditionHandle(self, f"{props.construct_id}-Handle-{digest[:12]}")
+            properties["WaitHandle"] = handle.ref
+            wait = cdk.CfnWaitCondition(
+                self, f"{props.construct_id}-Built-{digest[:12]}", handle=handle.ref, timeout=timeout, count=1
+            )
         resource = cdk.CustomResource(
             self,
             props.construct_id,
             service_token=self.provider.service_token,
             resource_type=RESOURCE_TYPE,
             properties=properties,
+            service_timeout=SERVICE_TIMEOUT,
         )
+        if wait is not None:
+            wait.node.add_dependency(resource)
+            self.wait_conditions[props.key] = wait
         self.resources[props.key] = resource
         return resource
+
+    @property
+    def completions(self) -> list[Construct]:
+        """What must finish before an artifact can be used: the wait conditions (BUILD) or the resources."""
+        return list(self.wait_conditions.values()) or list(self.resources.values())
 
     def _grant(self, project_arns: Sequence[str]) -> None:
         models = f"{self.bucket_arn}/{MODEL_PREFIX}*"
         statements = [
-            iam.PolicyStatement(sid="ReadWriteModels", actions=["s3:GetObject", "s3:PutObject"], resources=[models]),
+            # PutObject covers CopyObject and the multipart copy of objects over 5 GB; Abort cleans up after one.
+            iam.PolicyStatement(
+                sid="ReadWriteModels",
+                actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
+                resources=[models],
+            ),
             # Without ListBucket a missing key answers 403 instead of 404.
             iam.PolicyStatement(
                 sid="ListModels",
@@ -198,12 +277,12 @@ class EnsureArtifacts(Construct):
             statements.append(
                 iam.PolicyStatement(
                     sid="RunModelBuilds",
-                    actions=["codebuild:StartBuild", "codebuild:BatchGetBuilds"],
+                    actions=["codebuild:StartBuild", "codebuild:BatchGetBuilds", "codebuild:StopBuild"],
                     resources=list(project_arns),
                 )
             )
-        if self.source_bucket:
-            source_arn = f"arn:{cdk.Aws.PARTITION}:s3:::{self.source_bucket}"
+        if self.promotion:
+            source_arn = f"arn:{cdk.Aws.PARTITION}:s3:::{self.promotion.bucket_name}"
             statements += [
                 iam.PolicyStatement(
                     sid="ReadSourceStageModels",
@@ -216,58 +295,80 @@ class EnsureArtifacts(Construct):
                     resources=[source_arn],
                     conditions={"StringLike": {"s3:prefix": [f"{MODEL_PREFIX}*"]}},
                 ),
-                # The source stage's key is not known here (another stack, maybe another account): any
-                # key, but only through S3 in this region.
-                iam.PolicyStatement(
-                    sid="DecryptSourceStageModels",
-                    actions=["kms:Decrypt"],
-                    resources=["*"],
-                    conditions={"StringEquals": {"kms:ViaService": f"s3.{cdk.Aws.REGION}.amazonaws.com"}},
-                ),
+                self._decrypt_source_statement(source_arn),
             ]
         for statement in statements:
             self.role.add_to_principal_policy(statement)
 
+    def _decrypt_source_statement(self, source_arn: str) -> iam.PolicyStatement:
+        """kms:Decrypt of the source stage's objects, as narrow as IAM can say it without the key's ARN.
+
+        The source key is generated in the source stage's artifact stack (maybe another account and
+        region), so its ARN is unknown here. What is known narrows it: keys of the source account and
+        region when the source config fixes them; only S3 of the source bucket's region may use it
+        (kms:ViaService: S3 calls KMS in the region of the bucket it reads, so a cross-region copy
+        decrypts through s3.<source region>, never this stage's region); and only for objects of the
+        source bucket (S3 passes the bucket ARN, or with bucket keys disabled the object ARN, as the
+        `aws:s3:arn` encryption context; AWS KMS developer guide, "kms:EncryptionContext:context-key",
+        and the S3 user guide, "Encryption context").
+        """
+        source = self.promotion
+        partition = cdk.Aws.PARTITION
+        if source.region and source.account:
+            key_arn = f"arn:{partition}:kms:{source.region}:{source.account}:key/*"
+        else:
+            key_arn = "*"
+        via = (
+            {"StringEquals": {"kms:ViaService": f"s3.{source.region}.amazonaws.com"}}
+            if source.region
+            else {"StringLike": {"kms:ViaService": "s3.*.amazonaws.com"}}
+        )
+        conditions = {**via}
+        conditions.setdefault("StringLike", {})["kms:EncryptionContext:aws:s3:arn"] = [
+            source_arn,
+            f"{source_arn}/{MODEL_PREFIX}*",
+        ]
+        return iam.PolicyStatement(
+            sid="DecryptSourceStageModels", actions=["kms:Decrypt"], resources=[key_arn], conditions=conditions
+        )
+
     def _acknowledge(self) -> None:
         stack = cdk.Stack.of(self)
         findings = [f"Resource::{_nag_name(stack.resolve(self.bucket_arn))}/{MODEL_PREFIX}*"]
-        if self.source_bucket:
-            findings += [f"Resource::arn:<AWS::Partition>:s3:::{self.source_bucket}/{MODEL_PREFIX}*", "Resource::*"]
-        acknowledge(
-            self.role,
-            "AwsSolutions-IAM5",
-            "Artifact keys are content addresses computed per deployment, all under the model prefix; the "
-            "source stage's key is not known here and is limited to S3 through kms:ViaService.",
-            applies_to=findings,
-        )
+        reason = "Artifact keys are content addresses computed per deployment, all under the model prefix."
+        if self.promotion:
+            source = self.promotion
+            key = (
+                f"Resource::arn:<AWS::Partition>:kms:{source.region}:{source.account}:key/*"
+                if source.region and source.account
+                else "Resource::*"
+            )
+            findings += [f"Resource::arn:<AWS::Partition>:s3:::{source.bucket_name}/{MODEL_PREFIX}*", key]
+            reason += (
+                " kms:Decrypt of the source stage's objects cannot name its key: the key's ARN is generated in the "
+                "source stage's artifact stack (another stack, possibly another account and region) and is not known "
+                "when this stage is synthesized. It is limited to S3 in the source bucket's region "
+                "(kms:ViaService) decrypting that bucket's objects (kms:EncryptionContext:aws:s3:arn), and to the "
+                "source account's keys in its region where the config fixes them."
+            )
+        acknowledge(self.role, "AwsSolutions-IAM5", reason, applies_to=findings)
         acknowledge(
             self.provider,
             "AwsSolutions-IAM4",
             "The CDK Provider framework's own functions use AWSLambdaBasicExecutionRole.",
             applies_to=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"],
         )
-        invoked = [self.node.find_child(name) for name in ("OnEvent", "IsComplete")] + [
-            self.provider.node.find_child(f"framework-{name}") for name in ("isComplete", "onTimeout")
-        ]
+        invoked = [self.functions["OnEvent"]]  # the framework invokes only on_event
         acknowledge(
             self.provider,
             "AwsSolutions-IAM5",
-            "The CDK Provider framework invokes its functions' versions (<function arn>:*); its state machine's "
-            "log delivery actions have no resource type (Resource: *).",
-            applies_to=[
-                *(f"Resource::<{stack.get_logical_id(fn.node.default_child)}.Arn>:*" for fn in invoked),
-                "Resource::*",
-            ],
+            "The CDK Provider framework invokes its functions' versions (<function arn>:*).",
+            applies_to=[f"Resource::<{stack.get_logical_id(fn.node.default_child)}.Arn>:*" for fn in invoked],
         )
         acknowledge(
             self.provider,
             "AwsSolutions-L1",
             "The CDK Provider framework picks its own functions' runtime (updated with aws-cdk-lib).",
-        )
-        acknowledge(
-            self.provider,
-            "AwsSolutions-SF2",
-            "The Provider's waiter state machine only polls is_complete; its executions are logged (level ALL).",
         )
 
 

@@ -8,18 +8,35 @@ reports every problem with its field path instead of stopping at the first.
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
 from pydantic import Field, model_validator
 
 from model_build import releases
 from model_build.catalogue import UnknownInstanceTypeError, instance_type
 from model_build.matching import BuildMatchError, match_build
-from model_build.settings import ModelSettings, StrictModel
-from triton_cdk.config.build import BuildSettings
-from triton_cdk.config.endpoint import EndpointSettings
+from model_build.settings import ModelSettings, StrictModel, repeated
+from triton_cdk.config.build import BuildSettings, build_region_problems
+from triton_cdk.config.endpoint import EndpointSettings, component_name, endpoint_driver_problems
+from triton_cdk.config.limits import stack_resource_problems
 from triton_cdk.images import known_triton_releases, triton_image
 
 EMAIL_PATTERN = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
+
+# S3: "Bucket policies are limited to 20 KB in size" (S3 User Guide, "Bucket policies and user
+# policies"). Measured on the synthesized artifact stack with every name at its longest
+# (tests/foundation/test_config_hostile.py): the policy is at most 2.3 KB without reader accounts and each
+# reader account adds 586 bytes (two statements). 2 KB stays free for statements other stacks add.
+BUCKET_POLICY_LIMIT_BYTES = 20_000
+BUCKET_POLICY_BASE_BYTES = 2_300
+BUCKET_POLICY_HEADROOM_BYTES = 2_048
+BUCKET_POLICY_BYTES_PER_READER = 586
+MAX_READER_ACCOUNTS = (
+    BUCKET_POLICY_LIMIT_BYTES - BUCKET_POLICY_BASE_BYTES - BUCKET_POLICY_HEADROOM_BYTES
+) // BUCKET_POLICY_BYTES_PER_READER
+# CloudWatch PutMetricAlarm: Period x EvaluationPeriods <= 7 days, and <= 1 day for periods under an hour.
+MAX_ALARM_WINDOW_SECONDS = 604_800
+MAX_ALARM_WINDOW_SECONDS_SHORT_PERIOD = 86_400
 
 
 class ArtifactSettings(StrictModel):
@@ -31,7 +48,9 @@ class ArtifactSettings(StrictModel):
     )
     reader_accounts: list[str] = Field(
         default_factory=list,
-        description="Accounts (e.g. prod's) allowed to read the model prefix and decrypt it, for promotion.",
+        max_length=MAX_READER_ACCOUNTS,
+        description="Accounts (e.g. prod's) allowed to read the model prefix and decrypt it, for promotion. "
+        f"At most {MAX_READER_ACCOUNTS}: each adds 586 bytes to the bucket policy, which S3 limits to 20 KB.",
     )
     noncurrent_version_expiration_days: int = Field(default=30, ge=1, le=3650)
     access_log_expiration_days: int = Field(default=365, ge=1, le=3650)
@@ -41,17 +60,26 @@ class ArtifactSettings(StrictModel):
         bad = [a for a in self.reader_accounts if not re.match(r"^\d{12}$", a)]
         if bad:
             raise ValueError(f"reader_accounts must be 12-digit account ids, got {bad}")
+        twice = repeated(self.reader_accounts)
+        if twice:
+            # Each account names two bucket-policy statements by Sid; S3 refuses a repeated Sid.
+            raise ValueError(f"reader_accounts lists {twice} twice")
         return self
 
 
 class NotificationSettings(StrictModel):
-    emails: list[str] = Field(default_factory=list)
+    # Each address is one AWS::SNS::Subscription in every endpoint and build stack: the real bound is
+    # CloudFormation's 500 resources per stack (checked with the stack estimate in limits.py).
+    emails: list[Annotated[str, Field(max_length=254)]] = Field(default_factory=list, max_length=400)
 
     @model_validator(mode="after")
     def _emails(self) -> NotificationSettings:
         bad = [e for e in self.emails if not re.match(EMAIL_PATTERN, e)]
         if bad:
             raise ValueError(f"not e-mail addresses: {bad}")
+        twice = repeated(self.emails)
+        if twice:
+            raise ValueError(f"emails lists {twice} twice (one subscription per address)")
         return self
 
 
@@ -59,14 +87,17 @@ class AppConfig(StrictModel):
     stage: str = Field(pattern=r"^[a-z][a-z0-9]{0,11}$", description="Short stage name: dev, prod, ...")
     account: str | None = Field(default=None, pattern=r"^\d{12}$")
     region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
-    triton_release: str
+    triton_release: str = Field(max_length=16, description="YY.MM of a SageMaker Triton image.")
     artifacts: ArtifactSettings = ArtifactSettings()
     notifications: NotificationSettings = NotificationSettings()
-    models: list[ModelSettings] = Field(min_length=1)
-    endpoints: list[EndpointSettings] = Field(default_factory=list)
+    # Each model is at least one artifact resource in the build stack and each endpoint a stack of its
+    # own; the per-stack estimate (limits.py) holds them to CloudFormation's 500 resources per stack.
+    models: list[ModelSettings] = Field(min_length=1, max_length=200)
+    endpoints: list[EndpointSettings] = Field(default_factory=list, max_length=100)
     build: BuildSettings = BuildSettings()
     promote_from: str | None = Field(
         default=None,
+        pattern=r"^[a-z][a-z0-9]{0,11}$",
         description="Stage whose artifacts this stage reuses (copied, never rebuilt), e.g. dev for prod.",
     )
 
@@ -97,15 +128,51 @@ def cross_field_problems(config: AppConfig) -> list[tuple[str, str]]:
             problems.append(("region", str(error)))
 
     names = [m.name for m in config.models]
-    for name in sorted({n for n in names if names.count(n) > 1}):
+    for name in repeated(names):
         problems.append(("models", f"model name {name!r} is used twice; names must be unique"))
-    endpoint_names = [e.name for e in config.endpoints]
-    for name in sorted({n for n in endpoint_names if endpoint_names.count(n) > 1}):
+    for name in repeated([e.name for e in config.endpoints]):
         problems.append(("endpoints", f"endpoint name {name!r} is used twice; names must be unique"))
 
     for index, endpoint in enumerate(config.endpoints):
         problems.extend(_endpoint_problems(config, f"endpoints[{index}]", endpoint, set(names), release_known))
+        problems.extend(_alarm_window_problems(f"endpoints[{index}].alarms", endpoint))
+        problems.extend(_environment_problems(f"endpoints[{index}].container.extra_environment", endpoint))
+    problems.extend(stack_resource_problems(config))
+    if release_known:
+        problems.extend(build_region_problems(config))  # GPU CodeBuild regions (triton_cdk/build/gpu_regions.py)
     return problems
+
+
+def _environment_problems(path: str, endpoint: EndpointSettings) -> list[tuple[str, str]]:
+    """ContainerDefinition.Environment: "The maximum length of each key and value in the Environment map
+    is 1024 bytes. The maximum length of all keys and values in the map, combined, is 32 KB"."""
+    environment = endpoint.container.extra_environment
+    long = [key for key, value in environment.items() if len(key.encode()) > 1024 or len(value.encode()) > 1024]
+    total = sum(len(key.encode()) + len(value.encode()) for key, value in environment.items())
+    problems = []
+    if long:
+        problems.append((path, f"{len(long)} entries have a key or value over 1024 bytes; SageMaker allows 1024"))
+    if total > 32 * 1024:
+        problems.append((path, f"keys and values total {total} bytes; SageMaker allows 32768 per container"))
+    return problems
+
+
+def _alarm_window_problems(path: str, endpoint: EndpointSettings) -> list[tuple[str, str]]:
+    """CloudWatch PutMetricAlarm: "Period multiplied by EvaluationPeriods can't be more than 604,800
+    seconds. For alarms with a period of less than one hour, [it] can't be longer than one day"."""
+    alarms = endpoint.alarms
+    window = alarms.period_seconds * alarms.evaluation_periods
+    limit = MAX_ALARM_WINDOW_SECONDS if alarms.period_seconds >= 3600 else MAX_ALARM_WINDOW_SECONDS_SHORT_PERIOD
+    if window <= limit:
+        return []
+    return [
+        (
+            f"{path}.evaluation_periods",
+            f"period_seconds {alarms.period_seconds} x evaluation_periods {alarms.evaluation_periods} = {window} s; "
+            f"CloudWatch allows at most {limit} s for this period (use at most {limit // alarms.period_seconds} "
+            "evaluation periods)",
+        )
+    ]
 
 
 def _endpoint_problems(
@@ -117,6 +184,11 @@ def _endpoint_problems(
     if len(deployed) > 63:
         problems.append(
             (f"{path}.name", f"deployed name {deployed!r} is {len(deployed)} characters; SageMaker allows 63")
+        )
+    long = [m for m in endpoint.models if len(component_name(deployed, m)) > 63]
+    if endpoint.mode == "inference_components" and long:
+        problems.append(
+            (f"{path}.models", f"{long}: component names '{deployed}-<model>' must have at most 63 characters")
         )
     for model in endpoint.models:
         if model not in model_names:
@@ -149,6 +221,9 @@ def _endpoint_problems(
                 f"{instance.gpu.compute_capability}); pick a newer GPU or an older triton_release",
             )
         )
+    if release_known and gpu_supported:  # the GPU host's driver (model_build/drivers.py)
+        drivers = endpoint_driver_problems(endpoint, config.triton_release)
+        problems += [(f"{path}.{field}", message) for field, message in drivers]
     served = [config.model(m) for m in endpoint.models if m in model_names]
     if release_known and gpu_supported and any(model.needs_gpu_build for model in served):
         try:

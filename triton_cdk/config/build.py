@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, PositiveInt, field_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from model_build.settings import StrictModel
 
-# CloudFormation waits at most one hour for a custom resource (ServiceTimeout: 1..3600 s) and the
-# CDK Provider framework documents totalTimeout's maximum as 1 hour; a longer wait would only
-# fail later with a less helpful message. Builds that take longer keep running: the next deploy
-# finds their artifact.
-MAX_ARTIFACT_WAIT_MINUTES = 60
+if TYPE_CHECKING:
+    from triton_cdk.config.app import AppConfig
+
+# A deployment waits for a build through an AWS::CloudFormation::WaitCondition, whose Timeout is at
+# most 43200 s = 12 h (CloudFormation template reference, AWS::CloudFormation::WaitCondition). It
+# waits for the build's queue time plus its run time plus this margin (image pull, event delivery),
+# so CodeBuild's own TIMED_OUT (reported with the build id and logs) always comes before the wait
+# condition's generic timeout.
+MAX_WAIT_MINUTES = 12 * 60
+WAIT_MARGIN_MINUTES = 15
 # CloudWatch Logs accepts only these retention periods (days).
 LOG_RETENTION_DAYS = (
     1,
@@ -44,7 +49,9 @@ class ReservedFleet(StrictModel):
     """A CodeBuild reserved-capacity fleet, for GPUs the on-demand GPU builds do not offer (e.g. T4)."""
 
     arn: str = Field(pattern=r"^arn:aws[a-z-]*:codebuild:[a-z0-9-]+:\d{12}:fleet/.+")
-    gpu: str = Field(description="GPU model of the fleet's hosts, as in the instance catalogue: T4, A10G, L4, ...")
+    gpu: str = Field(
+        max_length=32, description="GPU model of the fleet's hosts, as in the instance catalogue: T4, A10G, L4, ..."
+    )
     compute_type: Literal[
         "CUSTOM_INSTANCE_TYPE", "ATTRIBUTE_BASED_COMPUTE", "BUILD_GENERAL1_SMALL", "BUILD_GENERAL1_LARGE"
     ] = Field(
@@ -57,17 +64,43 @@ class ReservedFleet(StrictModel):
 class BuildSettings(StrictModel):
     timeout_minutes: int = Field(default=120, ge=5, le=2160, description="CodeBuild build timeout.")
     queue_timeout_minutes: int = Field(default=60, ge=5, le=480, description="CodeBuild queued timeout.")
-    concurrency: PositiveInt = Field(default=2, description="Concurrent build limit of each build project.")
-    artifact_wait_minutes: int = Field(
-        default=MAX_ARTIFACT_WAIT_MINUTES,
-        ge=5,
-        le=MAX_ARTIFACT_WAIT_MINUTES,
-        description="How long a deployment waits for a missing artifact's build (CloudFormation allows 1 hour).",
+    # A project limit must stay below the account's concurrent-running-builds quota (60 by default,
+    # "Quotas for AWS CodeBuild"); raise this bound together with the quota.
+    concurrency: PositiveInt | None = Field(
+        default=None,
+        le=60,
+        description="Concurrent build limit of each build project. Default: none, so builds over CodeBuild's "
+        "account limit queue (with a project limit, StartBuild fails over it instead; 'Builds in AWS CodeBuild').",
     )
     log_retention_days: PositiveInt = Field(
         default=30, description=f"One of {', '.join(map(str, LOG_RETENTION_DAYS))}."
     )
     fleet: ReservedFleet | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "artifact_wait_minutes" in data:
+            raise ValueError(
+                "artifact_wait_minutes is no longer used: a deployment now waits for the build itself, up to "
+                "queue_timeout_minutes + timeout_minutes (docs/build.md); remove it"
+            )
+        return data
+
+    @model_validator(mode="after")
+    def _fits_the_wait(self) -> BuildSettings:
+        if self.wait_minutes > MAX_WAIT_MINUTES:
+            raise ValueError(
+                f"queue_timeout_minutes + timeout_minutes + {WAIT_MARGIN_MINUTES} = {self.wait_minutes} minutes, but "
+                f"a deployment can wait for a build at most {MAX_WAIT_MINUTES} minutes (CloudFormation's "
+                "WaitCondition limit of 12 hours); lower timeout_minutes or queue_timeout_minutes"
+            )
+        return self
+
+    @property
+    def wait_minutes(self) -> int:
+        """How long a deployment waits for one build: queued, then running, plus a margin."""
+        return self.queue_timeout_minutes + self.timeout_minutes + WAIT_MARGIN_MINUTES
 
     @field_validator("log_retention_days")
     @classmethod
@@ -77,3 +110,39 @@ class BuildSettings(StrictModel):
                 f"CloudWatch Logs does not offer {value} days; use one of {', '.join(map(str, LOG_RETENTION_DAYS))}"
             )
         return value
+
+
+def build_region_problems(config: AppConfig) -> list[tuple[str, str]]:
+    """(field path, message) for GPU builds the stage's region cannot run (only when `region` is set)."""
+    from model_build.catalogue import UnknownInstanceTypeError, instance_type
+    from model_build.matching import BuildMatchError, match_build
+    from triton_cdk.build.gpu_regions import gpu_build_region_problem
+
+    if not config.region or config.promote_from:  # a promoting stage never builds
+        return []
+    problems: list[tuple[str, str]] = []
+    fleet = config.build.fleet
+    if fleet is not None:
+        fleet_region = fleet.arn.split(":")[3]
+        if fleet_region != config.region:
+            problems.append(
+                (
+                    "build.fleet.arn",
+                    f"the fleet is in {fleet_region} but this stage deploys to {config.region}; a CodeBuild project "
+                    "can only use a fleet of its own region",
+                )
+            )
+    reported: set[str] = set()
+    names = {m.name: m for m in config.models}
+    for index, endpoint in enumerate(config.endpoints):
+        if not any(names[m].needs_gpu_build for m in endpoint.models if m in names):
+            continue
+        try:
+            plan = match_build(instance_type(endpoint.instance_type), config.triton_release, fleet)
+        except (UnknownInstanceTypeError, BuildMatchError, ValueError):
+            continue  # reported by the endpoint's own checks
+        problem = gpu_build_region_problem(config.region, plan.compute)
+        if problem and plan.compute not in reported:
+            reported.add(plan.compute)
+            problems.append(("region", f"endpoints[{index}] needs a GPU build: {problem}"))
+    return problems

@@ -6,51 +6,83 @@ that need the instance catalogue or the model list live in triton_cdk.config.app
 
 from __future__ import annotations
 
+import difflib
+import functools
 import re
+import zoneinfo
 from typing import Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
+from model_build import drivers
 from model_build.catalogue import UnknownInstanceTypeError, instance_type
-from model_build.settings import MODEL_NAME_PATTERN, StrictModel
+from model_build.settings import MODEL_NAME_PATTERN, StrictModel, repeated
 
 # SageMaker: EndpointName / EndpointConfigName <= 63 chars, ^[a-zA-Z0-9](-*[a-zA-Z0-9])*
 ENDPOINT_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
 # ProductionVariant.VariantName: the same pattern, <= 63 chars.
 VARIANT_NAME_PATTERN = ENDPOINT_NAME_PATTERN
+# Instance counts: SageMaker documents no maximum (ProductionVariant InitialInstanceCount, Application
+# Auto Scaling MaxCapacity: "service quotas may impose lower limits"); per-type instance quotas are
+# soft. 1000 leaves room for raised quotas and refuses typos such as 1e66.
+MAX_INSTANCE_COUNT = 1000
 
 
 class ContainerSettings(StrictModel):
     """Environment of the Triton container (read by Triton's docker/sagemaker/serve)."""
 
     log_verbose: bool = Field(default=False, description="SAGEMAKER_TRITON_LOG_VERBOSE (Triton's default: true).")
-    thread_count: PositiveInt | None = Field(default=None, description="SAGEMAKER_TRITON_THREAD_COUNT")
+    # Thread counts: no documented maximum; 1024 is over 5x the vCPUs of the largest catalogue type (192).
+    thread_count: PositiveInt | None = Field(default=None, le=1024, description="SAGEMAKER_TRITON_THREAD_COUNT")
     buffer_manager_thread_count: PositiveInt | None = Field(
-        default=None, description="SAGEMAKER_TRITON_BUFFER_MANAGER_THREAD_COUNT"
+        default=None, le=1024, description="SAGEMAKER_TRITON_BUFFER_MANAGER_THREAD_COUNT"
     )
+    # Shared memory comes out of the instance's RAM; 64 GiB is far above one model's tensors.
     shm_default_byte_size: PositiveInt | None = Field(
-        default=None, description="SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE (Python backend; Triton default 16 MiB)"
+        default=None,
+        le=64 * 2**30,
+        description="SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE (Python backend; Triton default 16 MiB)",
     )
     shm_growth_byte_size: PositiveInt | None = Field(
-        default=None, description="SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE (Python backend; Triton default 1 MiB)"
+        default=None,
+        le=64 * 2**30,
+        description="SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE (Python backend; Triton default 1 MiB)",
     )
     model_load_gpu_limit: float | None = Field(
         default=None, gt=0, le=1, description="SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT (fraction of GPU memory)"
     )
-    ping_mode: Literal["ready", "live"] | None = Field(default=None, description="SAGEMAKER_TRITON_PING_MODE")
-    additional_args: str | None = Field(default=None, description="SAGEMAKER_TRITON_ADDITIONAL_ARGS")
-    extra_environment: dict[str, str] = Field(default_factory=dict)
+    # The serve script overwrites SAGEMAKER_TRITON_PING_MODE and reads the OVERRIDE variable
+    # (docker/sagemaker/serve in triton-inference-server/server).
+    ping_mode: Literal["ready", "live"] | None = Field(default=None, description="SAGEMAKER_TRITON_OVERRIDE_PING_MODE")
+    # ContainerDefinition.Environment: each key and value at most 1024 bytes, all together 32 KB.
+    additional_args: str | None = Field(default=None, max_length=1024, description="SAGEMAKER_TRITON_ADDITIONAL_ARGS")
+    extra_environment: dict[str, str] = Field(default_factory=dict, max_length=100)
+
+
+@functools.cache
+def iana_time_zones() -> frozenset[str]:
+    """The IANA names (the tzdata package pins the database, so every machine agrees)."""
+    return frozenset(zoneinfo.available_timezones())
 
 
 class ScheduledScaling(StrictModel):
     name: str = Field(pattern=r"^[A-Za-z0-9-]{1,64}$")
-    schedule: str = Field(description="cron(...), rate(...) or at(...) expression (Application Auto Scaling).")
-    min_capacity: PositiveInt | None = None
-    max_capacity: PositiveInt | None = None
-    time_zone: str | None = None
+    schedule: str = Field(
+        max_length=1600, description="cron(...), rate(...) or at(...) expression (Application Auto Scaling)."
+    )
+    min_capacity: PositiveInt | None = Field(default=None, le=MAX_INSTANCE_COUNT)
+    max_capacity: PositiveInt | None = Field(default=None, le=MAX_INSTANCE_COUNT)
+    time_zone: str | None = Field(
+        default=None, max_length=1600, description="Canonical IANA time zone name, e.g. Europe/Berlin."
+    )
 
     @model_validator(mode="after")
     def _bounds(self) -> ScheduledScaling:
+        # Application Auto Scaling PutScheduledAction, Timezone: "the canonical names of the IANA time zones".
+        if self.time_zone is not None and self.time_zone not in iana_time_zones():
+            close = difflib.get_close_matches(self.time_zone, sorted(iana_time_zones()), n=2)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+            raise ValueError(f"time_zone {self.time_zone[:64]!r} is not an IANA time zone name{hint}")
         if not self.schedule.startswith(("cron(", "rate(", "at(")):
             raise ValueError(f"schedule must start with cron(, rate( or at(, got {self.schedule!r}")
         if self.min_capacity is None and self.max_capacity is None:
@@ -61,10 +93,10 @@ class ScheduledScaling(StrictModel):
 
 
 class AutoscalingSettings(StrictModel):
-    min_capacity: int = Field(default=1, ge=1, description="SageMaker needs at least 1 instance.")
-    max_capacity: PositiveInt = 2
+    min_capacity: int = Field(default=1, ge=1, le=MAX_INSTANCE_COUNT, description="SageMaker needs at least 1.")
+    max_capacity: PositiveInt = Field(default=2, le=MAX_INSTANCE_COUNT)
     invocations_per_instance: PositiveInt | None = Field(
-        default=None, description="Target of SageMakerVariantInvocationsPerInstance (per minute)."
+        default=None, le=1_000_000, description="Target of SageMakerVariantInvocationsPerInstance (per minute)."
     )
     gpu_utilization_percent: float | None = Field(
         default=None, gt=0, le=100, description="Per-GPU target; multiplied by the instance's GPU count."
@@ -72,7 +104,8 @@ class AutoscalingSettings(StrictModel):
     scale_in_cooldown_seconds: int = Field(default=300, ge=0, le=86400)
     scale_out_cooldown_seconds: int = Field(default=60, ge=0, le=86400)
     disable_scale_in: bool = False
-    scheduled: list[ScheduledScaling] = Field(default_factory=list)
+    # Application Auto Scaling quotas: 200 scheduled actions per scalable target (not adjustable).
+    scheduled: list[ScheduledScaling] = Field(default_factory=list, max_length=200)
 
     @model_validator(mode="after")
     def _bounds(self) -> AutoscalingSettings:
@@ -84,15 +117,23 @@ class AutoscalingSettings(StrictModel):
 
 
 class AlarmSettings(StrictModel):
-    latency_p99_ms: float = Field(default=1000, gt=0, description="ModelLatency p99 threshold in milliseconds.")
-    errors_5xx: int = Field(default=1, ge=1, description="Invocation5XXErrors count per period that alarms.")
+    # InvokeEndpoint: "model containers must respond to requests within 60 seconds".
+    latency_p99_ms: float = Field(
+        default=1000, gt=0, le=60_000, description="ModelLatency p99 threshold in milliseconds."
+    )
+    errors_5xx: int = Field(
+        default=1, ge=1, le=1_000_000, description="Invocation5XXErrors count per period that alarms."
+    )
     errors_4xx_rate_percent: float = Field(default=5, gt=0, le=100)
     gpu_memory_percent: float = Field(default=90, gt=0, le=100, description="Per GPU.")
     cpu_percent: float = Field(default=90, gt=0, le=100, description="Per vCPU.")
     memory_percent: float = Field(default=90, gt=0, le=100)
     disk_percent: float = Field(default=85, gt=0, le=100, description="Multi-model endpoints.")
     model_loading_wait_ms: float = Field(
-        default=30000, gt=0, description="Multi-model: ModelLoadingWaitTime average (no percentiles are published)."
+        default=30000,
+        gt=0,
+        le=3_600_000,
+        description="Multi-model: ModelLoadingWaitTime average (no percentiles are published).",
     )
     model_cache_hit_min_percent: float = Field(default=50, ge=0, le=100, description="Multi-model: ModelCacheHit.")
     period_seconds: Literal[60, 300, 900, 3600] = 300
@@ -120,7 +161,10 @@ class DeploymentSettings(StrictModel):
     # the variant's instance count (SageMaker API reference).
     canary_percent: int = Field(default=10, ge=1, le=50, description="Canary: share of capacity shifted first.")
     linear_step_percent: int = Field(default=20, ge=10, le=50, description="Linear: share shifted per step.")
-    wait_seconds: int = Field(default=300, ge=0, le=3600, description="Bake time between traffic steps.")
+    # 900 s: the default rollback alarms (2 x 300 s periods, plus one for the last datapoint to arrive)
+    # must be able to reach ALARM while the new fleet bakes (SageMaker deployment guardrails; see
+    # rollback_alarm_seconds).
+    wait_seconds: int = Field(default=900, ge=0, le=3600, description="Bake time between traffic steps.")
     termination_wait_seconds: int = Field(default=300, ge=0, le=3600, description="Old fleet kept for rollback.")
     maximum_execution_timeout_seconds: int = Field(default=3600, ge=600, le=14400)
     # RollingUpdatePolicy.MaximumBatchSize: "between 5% to 50% of the variant's total instance count".
@@ -154,8 +198,10 @@ class VariantSettings(StrictModel):
 
     name: str = Field(pattern=VARIANT_NAME_PATTERN, max_length=63)
     instance_type: str
-    initial_instance_count: PositiveInt = 1
-    initial_weight: float = Field(default=1, ge=0, description="Relative share of traffic (InitialVariantWeight).")
+    initial_instance_count: PositiveInt = Field(default=1, le=MAX_INSTANCE_COUNT)
+    initial_weight: float = Field(
+        default=1, ge=0, le=1000, description="Relative share of traffic (InitialVariantWeight)."
+    )
 
 
 class VpcSettings(StrictModel):
@@ -163,12 +209,79 @@ class VpcSettings(StrictModel):
     security_group_ids: list[str] = Field(min_length=1, max_length=5)
 
 
+# ProductionVariantRoutingConfig.RoutingStrategy; PREFIX_AWARE (KV-cache routing for LLMs) is left out: Triton
+# models have no prompt prefix to route by.
+RoutingStrategy = Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM"]
+
+
+class ComponentSettings(StrictModel):
+    """One model's inference component. Left-out requirements are derived from the instance catalogue and the
+    number of components (triton_cdk/serving/component_sizing.py)."""
+
+    accelerators: int | None = Field(
+        default=None, ge=0, le=8, description="NumberOfAcceleratorDevicesRequired per copy; 0: no GPU requested."
+    )
+    cpu_cores: float | None = Field(default=None, ge=0.25, le=192, description="NumberOfCpuCoresRequired per copy.")
+    min_memory_mb: int | None = Field(default=None, ge=128, le=2048 * 1024, description="MinMemoryRequiredInMb.")
+    max_memory_mb: int | None = Field(default=None, ge=128, le=2048 * 1024, description="MaxMemoryRequiredInMb.")
+    copy_count: int = Field(default=1, ge=1, le=MAX_INSTANCE_COUNT, description="RuntimeConfig.CopyCount at deploy.")
+    max_copies: PositiveInt | None = Field(
+        default=None, le=MAX_INSTANCE_COUNT, description="Copy scaling maximum. Default: copy_count x max_instances."
+    )
+    # InferenceComponentStartupParameters: 60..3600 s each.
+    model_data_download_timeout_seconds: int | None = Field(default=None, ge=60, le=3600)
+    container_startup_health_check_timeout_seconds: int | None = Field(default=None, ge=60, le=3600)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ComponentSettings:
+        if self.min_memory_mb and self.max_memory_mb and self.max_memory_mb < self.min_memory_mb:
+            raise ValueError(f"max_memory_mb {self.max_memory_mb} < min_memory_mb {self.min_memory_mb}")
+        if self.max_copies is not None and self.max_copies < self.copy_count:
+            raise ValueError(f"max_copies {self.max_copies} < copy_count {self.copy_count}")
+        return self
+
+
+class CopyScalingSettings(StrictModel):
+    """Target tracking on SageMakerInferenceComponentInvocationsPerCopy, per component."""
+
+    invocations_per_copy: PositiveInt = Field(le=1_000_000, description="Target invocations per copy per minute.")
+    scale_in_cooldown_seconds: int = Field(default=300, ge=0, le=86400)
+    scale_out_cooldown_seconds: int = Field(default=60, ge=0, le=86400)
+
+
+class InferenceComponentsSettings(StrictModel):
+    """`mode: inference_components`: the endpoint's instances (ManagedInstanceScaling) and its components."""
+
+    # ProductionVariantManagedInstanceScaling: MinInstanceCount >= 0, MaxInstanceCount >= 1. Only an endpoint
+    # hosting inference components may reach 0 ("Scale an endpoint to zero instances").
+    min_instances: int = Field(default=1, ge=0, le=MAX_INSTANCE_COUNT, description="0: scale to zero when idle.")
+    max_instances: PositiveInt = Field(default=1, le=MAX_INSTANCE_COUNT)
+    routing_strategy: RoutingStrategy = "LEAST_OUTSTANDING_REQUESTS"
+    copy_scaling: CopyScalingSettings | None = None
+    components: dict[str, ComponentSettings] = Field(default_factory=dict, max_length=200)
+
+    @property
+    def scales_to_zero(self) -> bool:
+        return self.min_instances == 0
+
+    @model_validator(mode="after")
+    def _bounds(self) -> InferenceComponentsSettings:
+        if self.min_instances > self.max_instances:
+            raise ValueError(f"min_instances {self.min_instances} > max_instances {self.max_instances}")
+        if self.scales_to_zero and self.copy_scaling is None:
+            raise ValueError(
+                "min_instances 0 needs copy_scaling: instances reach zero only when every component's copies "
+                'scale to zero ("Scale an endpoint to zero instances"); set copy_scaling.invocations_per_copy'
+            )
+        return self
+
+
 class EndpointSettings(StrictModel):
     name: str = Field(pattern=ENDPOINT_NAME_PATTERN, max_length=63)
-    mode: Literal["single_model", "multi_model"]
-    models: list[str] = Field(min_length=1)
+    mode: Literal["single_model", "multi_model", "inference_components"]
+    models: list[str] = Field(min_length=1, max_length=200)
     instance_type: str
-    initial_instance_count: PositiveInt = 1
+    initial_instance_count: PositiveInt = Field(default=1, le=MAX_INSTANCE_COUNT)
     volume_size_gb: int | None = Field(default=None, ge=1, le=512)
     model_data_download_timeout_seconds: int | None = Field(default=None, ge=60, le=3600)
     container_startup_health_check_timeout_seconds: int | None = Field(default=None, ge=60, le=3600)
@@ -176,9 +289,10 @@ class EndpointSettings(StrictModel):
         default=False, description="Single-model: serve the unpacked folder (ModelDataSource, CompressionType None)."
     )
     variant_name: str = Field(default="AllTraffic", pattern=VARIANT_NAME_PATTERN, max_length=63)
-    initial_weight: float = Field(default=1, ge=0, description="InitialVariantWeight of the primary variant.")
+    initial_weight: float = Field(default=1, ge=0, le=1000, description="InitialVariantWeight of the primary variant.")
+    # CreateEndpointConfig: ProductionVariants holds at most 10 variants, the primary included.
     extra_variants: list[VariantSettings] = Field(
-        default_factory=list, description="Further variants on the same artifacts (same GPU model)."
+        default_factory=list, max_length=9, description="Further variants on the same artifacts (same GPU model)."
     )
     container: ContainerSettings = ContainerSettings()
     autoscaling: AutoscalingSettings | None = None
@@ -186,14 +300,24 @@ class EndpointSettings(StrictModel):
     deployment: DeploymentSettings = DeploymentSettings()
     data_capture: DataCaptureSettings = DataCaptureSettings()
     vpc: VpcSettings | None = None
-    network_isolation: bool = False
+    inference_components: InferenceComponentsSettings | None = Field(
+        default=None, description="mode inference_components only. Default: one instance, no copy scaling."
+    )
+    # Triton needs no outbound network (SageMaker downloads the model data outside the container); a
+    # Python model that does opts out per endpoint (AWS Config rule sagemaker-model-isolation-enabled).
+    network_isolation: bool = True
+    inference_ami_version: str | None = Field(
+        default=None,
+        description="GPU host AMI (ProductionVariant.InferenceAmiVersion). Default: the newest AMI whose "
+        "driver runs triton_release (model_build/drivers.py).",
+    )
 
     @model_validator(mode="after")
     def _models(self) -> EndpointSettings:
         bad = [m for m in self.models if not re.match(MODEL_NAME_PATTERN, m)]
         if bad:
             raise ValueError(f"model names {bad} are not valid Triton model names ({MODEL_NAME_PATTERN})")
-        duplicates = sorted({m for m in self.models if self.models.count(m) > 1})
+        duplicates = repeated(self.models)
         if duplicates:
             raise ValueError(f"models listed twice on one endpoint: {duplicates}")
         if self.mode == "single_model" and len(self.models) != 1:
@@ -207,15 +331,18 @@ class EndpointSettings(StrictModel):
                 f"initial_instance_count {self.initial_instance_count} < autoscaling.min_capacity "
                 f"{self.autoscaling.min_capacity}"
             )
-        problem = _rollback_alarm_problem(self)
+        problem = _rollback_alarm_problem(self) or _rollback_timing_problem(self) or _volume_problem(self)
         if problem:
             raise ValueError(problem)
         self._check_variants()
+        problems = _component_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     def _check_variants(self) -> None:
         names = [self.variant_name, *(v.name for v in self.extra_variants)]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
+        duplicates = repeated(names)
         if duplicates:
             raise ValueError(f"variant names must be unique on an endpoint, got {duplicates} twice")
         if self.extra_variants and self.deployment.strategy == "rolling":
@@ -233,6 +360,81 @@ class EndpointSettings(StrictModel):
             raise ValueError("; ".join(problems))
 
 
+def component_name(endpoint_name: str, model: str) -> str:
+    """InferenceComponentName of a model's component: fixed, so clients can address it (InvokeEndpoint
+    InferenceComponentName) and scaling can target `inference-component/<name>`; `_` is not allowed there."""
+    return f"{endpoint_name}-{model.replace('_', '-')}"
+
+
+def _component_problems(endpoint: EndpointSettings) -> list[str]:
+    """Rules of `mode: inference_components` (CreateEndpointConfig / CreateInferenceComponent)."""
+    settings = endpoint.inference_components
+    if endpoint.mode != "inference_components":
+        return ["inference_components is for mode 'inference_components' only"] if settings else []
+    settings = settings or InferenceComponentsSettings()
+    problems = []
+    unknown = sorted(set(settings.components) - set(endpoint.models))
+    if unknown:
+        problems.append(f"inference_components.components: {unknown} are not in models {endpoint.models}")
+    refused = {
+        "autoscaling": "use inference_components.copy_scaling; instances follow the copies (managed instance scaling)",
+        "extra_variants": "a component endpoint has one variant",
+        "data_capture": "data capture is not wired for component endpoints in this project",
+    }
+    for field, why in refused.items():
+        value = getattr(endpoint, field)
+        if value and (field != "data_capture" or value.enabled):
+            problems.append(f"{field} is not supported with mode 'inference_components': {why}")
+    explicit = endpoint.deployment.model_fields_set
+    if ("strategy" in explicit and endpoint.deployment.strategy != "rolling") or (
+        "traffic" in explicit and endpoint.deployment.traffic != "all_at_once"
+    ):
+        problems.append(
+            "deployment: inference components update with a rolling policy only (InferenceComponentDeploymentConfig "
+            "has RollingUpdatePolicy); set strategy 'rolling' and leave traffic out"
+        )
+    no_gpu = [m for m, c in settings.components.items() if c.accelerators == 0]
+    if "gpu_memory" in endpoint.deployment.rollback_alarms and no_gpu:
+        problems.append(f"deployment.rollback_alarms: 'gpu_memory' needs GPUs on every component; {no_gpu} have none")
+    if not settings.min_instances <= endpoint.initial_instance_count <= settings.max_instances:
+        problems.append(
+            f"initial_instance_count {endpoint.initial_instance_count} must lie between "
+            f"inference_components.min_instances {settings.min_instances} and max_instances {settings.max_instances}"
+        )
+    # Component names (<stage>-<endpoint>-<model>) are checked with the stage in config/app.py.
+    try:
+        instance = instance_type(endpoint.instance_type)
+    except UnknownInstanceTypeError:
+        return problems  # reported with its field path by cross_field_problems
+    # Imported here: triton_cdk.serving imports this module (ContainerSettings), so a top-level import would cycle.
+    from triton_cdk.serving import component_sizing
+
+    copies = {}
+    for model in endpoint.models:
+        component = settings.components.get(model, ComponentSettings())
+        requirements = component_sizing.resolve(
+            instance,
+            len(endpoint.models),
+            accelerators=component.accelerators,
+            cpu_cores=component.cpu_cores,
+            min_memory_mb=component.min_memory_mb,
+            max_memory_mb=component.max_memory_mb,
+        )
+        fits = component_sizing.fit_problems(instance, requirements)
+        problems += [f"inference_components.components.{model}.{field}: {message}" for field, message in fits]
+        copies[model] = (component.copy_count, requirements)
+        if component.max_copies and not fits:  # an explicit maximum must be reachable within max_instances
+            alone = component_sizing.placement_problem(
+                instance, settings.max_instances, {model: (component.max_copies, requirements)}, "max_copies"
+            )
+            if alone:
+                problems.append(f"inference_components.components.{model}.max_copies: {alone}")
+    placement = component_sizing.placement_problem(instance, settings.max_instances, copies)
+    if placement and not any("inference_components.components." in p for p in problems):
+        problems.append(f"inference_components.max_instances: {placement}")
+    return problems
+
+
 def _rollback_alarm_problem(endpoint: EndpointSettings) -> str | None:
     """Rollback alarms must exist on this endpoint: disk only on multi-model, gpu_memory only on GPUs."""
     alarms = endpoint.deployment.rollback_alarms
@@ -245,6 +447,74 @@ def _rollback_alarm_problem(endpoint: EndpointSettings) -> str | None:
     if "gpu_memory" in alarms and not instance.has_gpu:
         return f"deployment.rollback_alarms: 'gpu_memory' needs a GPU instance; {instance.name} has none"
     return None
+
+
+def rollback_alarm_seconds(alarms: AlarmSettings) -> int:
+    """Shortest time a rollback alarm needs to reach ALARM: `datapoints_to_alarm` breaching periods, plus one
+    period: CloudWatch evaluates a period only after it has closed and its datapoint has arrived (SageMaker
+    publishes endpoint metrics after each minute), so the last breaching datapoint is seen a period late.
+    Same rule as the construct's (triton_cdk.serving.endpoint.seconds_to_alarm)."""
+    return alarms.period_seconds * (alarms.datapoints_to_alarm + 1)
+
+
+def _rollback_timing_problem(endpoint: EndpointSettings) -> str | None:
+    """Rollback alarms only act while SageMaker bakes a step (WaitIntervalInSeconds, per traffic step or
+    rolling batch): an alarm that needs longer than the bake to reach ALARM never rolls anything back
+    (SageMaker "Auto-Rollback Configuration and Monitoring"; ../shared/README.md "Deployment guardrails")."""
+    deployment, alarms = endpoint.deployment, endpoint.alarms
+    if not deployment.rollback_alarms:
+        return None
+    needed = rollback_alarm_seconds(alarms)
+    if deployment.wait_seconds >= needed:
+        return None
+    return (
+        f"deployment.wait_seconds: the bake time {deployment.wait_seconds} s is shorter than the "
+        f"{needed} s the rollback alarms need to reach ALARM ((alarms.datapoints_to_alarm "
+        f"{alarms.datapoints_to_alarm} + 1) x alarms.period_seconds {alarms.period_seconds}); raise wait_seconds to "
+        f"at least {needed}, shorten alarms.period_seconds / datapoints_to_alarm, or empty rollback_alarms"
+    )
+
+
+def _volume_problem(endpoint: EndpointSettings) -> str | None:
+    """VolumeSizeInGB is refused on NVMe-only types (model_build/catalogue.py, `nvme_storage_only`)."""
+    if endpoint.volume_size_gb is None:
+        return None
+    names = [endpoint.instance_type, *(v.instance_type for v in endpoint.extra_variants)]
+    nvme = []
+    for name in names:
+        try:
+            if instance_type(name).nvme_storage_only:
+                nvme.append(name)
+        except UnknownInstanceTypeError:
+            continue  # reported with its field path elsewhere
+    if not nvme:
+        return None
+    return (
+        f"volume_size_gb: {', '.join(sorted(set(nvme)))} {'has' if len(set(nvme)) == 1 else 'have'} NVMe instance "
+        "storage only (catalogue field "
+        "nvme_storage_only) and SageMaker refuses VolumeSizeInGB there; remove volume_size_gb (the instance "
+        "storage holds the model data and the multi-model cache)"
+    )
+
+
+def endpoint_driver_problems(endpoint: EndpointSettings, triton_release: str) -> list[tuple[str, str]]:
+    """(field, message) for every GPU variant no SageMaker inference AMI runs `triton_release` on."""
+    problems = []
+    variants = [("instance_type", endpoint.instance_type)]
+    variants += [(f"extra_variants[{i}].instance_type", v.instance_type) for i, v in enumerate(endpoint.extra_variants)]
+    for field, name in variants:
+        try:
+            instance = instance_type(name)
+        except UnknownInstanceTypeError:
+            continue
+        if not instance.has_gpu:
+            continue
+        try:
+            drivers.ami_for(triton_release, instance.family, requested=endpoint.inference_ami_version)
+        except drivers.DriverMatchError as error:
+            field = "inference_ami_version" if endpoint.inference_ami_version else field
+            problems.append((field, str(error)))
+    return problems
 
 
 def _variant_instance_problem(endpoint: EndpointSettings, variant: VariantSettings) -> str | None:

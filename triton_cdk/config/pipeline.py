@@ -12,9 +12,10 @@ from pathlib import Path
 
 from pydantic import Field, PositiveInt, ValidationError, field_validator, model_validator
 
-from model_build.app_config import format_validation_error, read_yaml
+from model_build.app_config import format_validation_error
+from model_build.config_yaml import read_config_document
 from model_build.errors import ModelBuildError
-from model_build.settings import StrictModel
+from model_build.settings import StrictModel, repeated
 from triton_cdk.config.app import AppConfig
 from triton_cdk.config.loader import CONFIG_DIR, ConfigError, load_stage
 
@@ -33,7 +34,7 @@ class SourceSettings(StrictModel):
     )
     repository: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$", description="owner/repo")
     codecommit_repository: str | None = Field(default=None, pattern=r"^[\w.-]{1,100}$")
-    branch: str = Field(default="main", min_length=1)
+    branch: str = Field(default="main", min_length=1, max_length=255)
 
     @model_validator(mode="after")
     def _one_kind(self) -> SourceSettings:
@@ -57,6 +58,7 @@ class PipelineStageSettings(StrictModel):
     approval: bool = Field(default=False, description="Manual approval before this stage deploys.")
     regions: list[str] = Field(
         default_factory=list,
+        max_length=40,  # more than AWS has regions
         description="Deploy this stage to each region in parallel (a wave). Default: the stage's own region.",
     )
 
@@ -71,7 +73,8 @@ class PipelineStageSettings(StrictModel):
 
 
 class SmokeSettings(StrictModel):
-    max_latency_ms: float = Field(default=2000, gt=0, description="Bound on each timed call's round trip.")
+    # InvokeEndpoint: containers must answer within 60 seconds; a longer bound could never fail.
+    max_latency_ms: float = Field(default=2000, gt=0, le=60_000, description="Bound on each timed call's round trip.")
     timed_calls: PositiveInt = Field(default=3, le=100)
     attempts: PositiveInt = Field(default=10, le=50, description="Calls per model while it answers ModelNotReady.")
     endpoint_max_latency_ms: dict[str, float] = Field(
@@ -80,9 +83,9 @@ class SmokeSettings(StrictModel):
 
     @model_validator(mode="after")
     def _positive(self) -> SmokeSettings:
-        bad = {name: bound for name, bound in self.endpoint_max_latency_ms.items() if bound <= 0}
+        bad = {name: bound for name, bound in self.endpoint_max_latency_ms.items() if not 0 < bound <= 60_000}
         if bad:
-            raise ValueError(f"endpoint_max_latency_ms must be > 0, got {bad}")
+            raise ValueError(f"endpoint_max_latency_ms must be > 0 and <= 60000 (InvokeEndpoint's limit), got {bad}")
         return self
 
     def latency_bound_ms(self, endpoint_name: str) -> float:
@@ -94,14 +97,14 @@ class PipelineConfig(StrictModel):
     account: str | None = Field(default=None, pattern=ACCOUNT_PATTERN)
     region: str | None = Field(default=None, pattern=REGION_PATTERN)
     source: SourceSettings
-    stages: list[PipelineStageSettings] = Field(min_length=1)
+    stages: list[PipelineStageSettings] = Field(min_length=1, max_length=20)
     smoke: SmokeSettings = SmokeSettings()
 
     @field_validator("stages")
     @classmethod
     def _unique(cls, stages: list[PipelineStageSettings]) -> list[PipelineStageSettings]:
         names = [stage.name for stage in stages]
-        twice = sorted({n for n in names if names.count(n) > 1})
+        twice = repeated(names)
         if twice:
             raise ValueError(f"{twice} listed twice; each stage deploys once")
         return stages
@@ -202,13 +205,13 @@ def _reader_problems(
 def load_pipeline_config(path: Path = PIPELINE_CONFIG_PATH) -> PipelineConfig:
     """Parse and validate config/pipeline.yaml. Raises ConfigError naming the file and each field."""
     try:
-        document = read_yaml(path)
+        document = read_config_document(path)
     except ModelBuildError as error:
         raise ConfigError(str(error)) from None
     try:
-        return PipelineConfig.model_validate(document)
+        return PipelineConfig.model_validate(document.data)
     except ValidationError as error:
-        raise ConfigError(format_validation_error(str(path), error)) from None
+        raise ConfigError(format_validation_error(str(path), error, document=document)) from None
 
 
 def load_pipeline(

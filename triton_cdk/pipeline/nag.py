@@ -13,7 +13,22 @@ from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import pipelines
 from constructs import IConstruct
 
+from triton_cdk.guard import acknowledge_guard
 from triton_cdk.nag import acknowledge, literal_or_placeholder
+
+# AWS's Guard rules on CodePipeline's own buckets (the artifact bucket, cross-region replication buckets).
+PIPELINE_BUCKET_GUARD_RULES = {
+    "s3_bucket_logging_enabled_check": "Transient pipeline artifacts, reached only by the pipeline's roles; "
+    "CloudTrail records their access.",
+    "s3_bucket_object_lock_enabled_check": "Each execution writes new artifact objects; Object Lock (never "
+    "disabled once on) would keep every source zip of every run.",
+    "s3_event_notifications_enabled_check": "CodePipeline reads its artifacts by execution; nothing reacts to "
+    "object events.",
+    "s3_bucket_versioning_enabled_check": "Every execution writes its artifacts under new keys; no object is "
+    "rewritten, so there is no earlier version to keep.",
+    "s3_lifecycle_policy_check": "Kept: a V2 pipeline rolls a stage back to an earlier execution's artifacts "
+    "(docs/pipeline.md, 'Roll back'), so they must not expire under it.",
+}
 
 # CDK's grantReadWrite on the artifact bucket and its KMS key.
 ARTIFACT_ACTIONS = (
@@ -58,6 +73,8 @@ def acknowledge_pipeline_findings(scope: IConstruct, pipeline: pipelines.CodePip
         "Pipeline artifact bucket: transient, KMS-encrypted, TLS-only, reached only by the pipeline's own roles; "
         "CloudTrail records their access.",
     )
+    for rule, reason in PIPELINE_BUCKET_GUARD_RULES.items():
+        acknowledge_guard(bucket, rule, reason)
     acknowledge(
         scope,
         "AwsSolutions-IAM5",
@@ -83,7 +100,8 @@ def acknowledge_pipeline_findings(scope: IConstruct, pipeline: pipelines.CodePip
         pipeline.self_mutation_project,
         "AwsSolutions-IAM5",
         "Self-mutation assumes the CDK bootstrap roles (tagged aws-cdk:bootstrap-role) of the pipeline's "
-        "environments and reads stack state: CDK Pipelines' own policy.",
+        "environments. Its DescribeStacks/ListBucket on * (CDK Pipelines' policy, which cdk-nag reads) are "
+        "deployed narrowed to this environment's stacks and the CDK bootstrap buckets (pipeline/scoping.py).",
         applies_to=["Resource::*", f"Resource::arn:*:iam::{_account(scope)}:role/*"],
     )
 
@@ -99,6 +117,8 @@ def _acknowledge_cross_region_support(scope: IConstruct, pipeline: pipelines.Cod
             "CodePipeline's cross-region replication bucket: transient artifacts, KMS-encrypted, reached only by "
             "the pipeline's roles.",
         )
+        for rule, reason in PIPELINE_BUCKET_GUARD_RULES.items():
+            acknowledge_guard(bucket, rule, reason)
         acknowledge(
             scope,
             "AwsSolutions-IAM5",
@@ -125,7 +145,9 @@ def _acknowledge_asset_publishing(pipeline: pipelines.CodePipeline) -> None:
         assets,
         "AwsSolutions-IAM5",
         "CDK Pipelines' asset publishing role: runs its own CodeBuild projects (log groups, reports, builds) "
-        "whose names are generated; it publishes through the bootstrap file-publishing roles only.",
+        "whose names are generated; it publishes through the bootstrap file-publishing roles only. Its "
+        "StartBuild/StopBuild/BatchGetBuilds on * (what cdk-nag reads) are deployed narrowed to this account and "
+        "region's projects (pipeline/scoping.py): the asset projects are made after the role.",
         applies_to=[
             "Resource::*",
             f"Resource::arn:{_partition(assets)}:logs:{env}:log-group:/aws/codebuild/*",

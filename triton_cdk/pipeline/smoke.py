@@ -209,11 +209,12 @@ def check_model(
     inputs = sample_inputs(model_config, model.shape_hints)
     expected = expected_output_shapes(model_config)
     try:
-        first = smoke_test(client, [(model.target_model, inputs)])[0]
+        component = model.inference_component
+        first = smoke_test(client, [(model.target_model, inputs)], inference_component=component)[0]
         result.problems.extend(output_problems(first.outputs, expected))
         for _ in range(timed_calls if not result.problems else 0):
             start = clock()
-            client.invoke(inputs, target_model=model.target_model)
+            client.invoke(inputs, target_model=model.target_model, inference_component=component)
             result.latencies_ms.append((clock() - start) * 1000)
     except ModelBuildError as error:  # EndpointError, ModelNotReadyError after all retries, bad reply
         result.problems.append(str(error))

@@ -16,6 +16,8 @@ class ModelCheck:
     target_model: str | None  # multi-model endpoints: TargetModel `<name>.tar.gz`; None for single-model
     # Sizes for dynamic (-1) non-batch dims, from the model's tensorrt.shapes `opt`; others become 1.
     shape_hints: dict[str, list[int]] = field(default_factory=dict)
+    # Inference-component endpoints: InvokeEndpoint's InferenceComponentName of this model's component.
+    inference_component: str | None = None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ from constructs import Construct
 from stacks.artifact_stack import ArtifactStack
 from stacks.stage import StageStacks, add_stage_stacks, stack_prefix
 from triton_cdk.config import AppConfig
+from triton_cdk.config.endpoint import component_name
+from triton_cdk.nag import add_checks_to_stage
 from triton_cdk.promotion import stage_artifacts
 
 
@@ -58,6 +60,18 @@ class SmokeAccessStack(cdk.Stack):
             max_session_duration=cdk.Duration.hours(1),
         )
         endpoints = [endpoint_arn(self, config.deployed_endpoint_name(e)) for e in config.endpoints]
+        # InvokeEndpoint with InferenceComponentName acts on the component too (Service Authorization
+        # Reference: InvokeEndpoint's resource types are endpoint and inference-component).
+        endpoints += [
+            self.format_arn(
+                service="sagemaker",
+                resource="inference-component",
+                resource_name=component_name(config.deployed_endpoint_name(e), model).lower(),
+            )
+            for e in config.endpoints
+            if e.mode == "inference_components"
+            for model in e.models
+        ]
         if endpoints:
             self.role.add_to_policy(
                 iam.PolicyStatement(
@@ -91,11 +105,13 @@ class TritonStage(cdk.Stage):
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        add_checks_to_stage(self)
         self.config = config
         self.stacks: StageStacks = add_stage_stacks(self, config, promotion_source=promotion_source)
         self.smoke_access = SmokeAccessStack(
             self,
             f"{stack_prefix(config)}-SmokeAccess",
+            stack_name=f"{stack_prefix(config)}-SmokeAccess",  # as add_stage_stacks names the others
             config=config,
             artifacts=self.stacks.artifacts,
             pipeline_account=pipeline_account,

@@ -12,6 +12,7 @@ from aws_cdk import pipelines
 
 from triton_cdk.artifact_keys import endpoint_artifacts
 from triton_cdk.config import AppConfig
+from triton_cdk.config.endpoint import component_name
 from triton_cdk.config.loader import PROJECT_ROOT
 from triton_cdk.config.pipeline import PipelineConfig
 from triton_cdk.pipeline.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
@@ -49,6 +50,11 @@ def smoke_plan(config: AppConfig, pipeline: PipelineConfig) -> SmokePlan:
                 name=artifact.model.name,
                 artifact_key=artifact.key,
                 target_model=f"{artifact.model.name}.tar.gz" if endpoint.mode == "multi_model" else None,
+                inference_component=(
+                    component_name(config.deployed_endpoint_name(endpoint), artifact.model.name)
+                    if endpoint.mode == "inference_components"
+                    else None
+                ),
                 shape_hints={shape.input: list(shape.opt) for shape in artifact.model.tensorrt.shapes},
             )
             for artifact in located.models
@@ -131,16 +137,16 @@ def approval_step(
 SYNTH_OUTDIR = "cdk.out-pipeline"
 
 
-def synth_step(source: pipelines.IFileSetProducer, first_stage: str) -> pipelines.CodeBuildStep:
+def synth_step(source: pipelines.IFileSetProducer) -> pipelines.CodeBuildStep:
     """`make test` first (lint, unit tests, cfn-lint of every template): a red test never deploys.
 
-    The pipeline stack is part of the first stage's app (app.py), so that stage's synth is the
-    cloud assembly the pipeline deploys and self-mutates from.
+    `make synth-pipeline` writes the pipeline app (app.py -c pipeline=true): the pipeline stack with
+    every stage's stacks inside it, the cloud assembly the pipeline deploys and self-mutates from.
     """
     return pipelines.CodeBuildStep(
         "Synth",
         input=source,
-        commands=["make test", f"make synth STAGE={first_stage} OUTDIR={SYNTH_OUTDIR}"],
+        commands=["make test", f"make synth-pipeline PIPELINE_OUTDIR={SYNTH_OUTDIR}"],
         primary_output_directory=SYNTH_OUTDIR,
         build_environment=codebuild.BuildEnvironment(build_image=BUILD_IMAGE, compute_type=codebuild.ComputeType.LARGE),
         partial_build_spec=codebuild.BuildSpec.from_object(

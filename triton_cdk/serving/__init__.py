@@ -5,8 +5,11 @@ config/<stage>.yaml; stacks/endpoint_stack.py maps the configuration onto them.
 """
 
 from triton_cdk.serving.autoscaling import TritonEndpointScaling
+from triton_cdk.serving.component_monitoring import TritonComponentMonitoring
+from triton_cdk.serving.component_scaling import TritonComponentScaling
 from triton_cdk.serving.deployment import DeploymentPolicy, TrafficRouting
 from triton_cdk.serving.endpoint import DataCapture, ProductionVariant, TritonEndpoint
+from triton_cdk.serving.inference_components import TritonComponentEndpoint, TritonInferenceComponent
 from triton_cdk.serving.model_data import TritonModelData
 from triton_cdk.serving.monitoring import AlarmThresholds, TritonEndpointMonitoring
 from triton_cdk.serving.triton_model import TritonModel
@@ -17,9 +20,13 @@ __all__ = [
     "DeploymentPolicy",
     "ProductionVariant",
     "TrafficRouting",
+    "TritonComponentEndpoint",
+    "TritonComponentMonitoring",
+    "TritonComponentScaling",
     "TritonEndpoint",
     "TritonEndpointMonitoring",
     "TritonEndpointScaling",
+    "TritonInferenceComponent",
     "TritonModel",
     "TritonModelData",
 ]

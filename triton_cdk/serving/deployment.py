@@ -85,6 +85,12 @@ class DeploymentPolicy:
     def needs_rollback_alarms(self) -> bool:
         return bool(self.traffic and self.traffic.needs_rollback_alarms)
 
+    @property
+    def bake_seconds(self) -> int:
+        """How long SageMaker watches the rollback alarms after each traffic step or rolling batch
+        (WaitIntervalInSeconds): an alarm must be able to reach ALARM within it."""
+        return (self.traffic.wait_seconds if self.traffic else self.wait_seconds) or 0
+
     def validate(self, *, variant_count: int) -> list[str]:
         problems = []
         if self.strategy == "ROLLING":

@@ -20,6 +20,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IValidation
 
+from model_build.catalogue import INSTANCE_TYPES
+from model_build.drivers import AMI_NAMES
 from triton_cdk.serving.deployment import DeploymentPolicy, TrafficRouting
 from triton_cdk.serving.triton_model import TritonModel
 
@@ -34,7 +36,11 @@ TIMEOUT_SECONDS = (60, 3600)
 
 @dataclass(frozen=True)
 class ProductionVariant:
-    """One fleet behind the endpoint. Timeouts and volume: Default: - SageMaker's defaults."""
+    """One fleet behind the endpoint. Timeouts and volume: Default: - SageMaker's defaults.
+
+    inference_ami_version: the GPU host image (driver); pick it with `model_build.drivers.ami_for`.
+    Default: - the host's default driver (too old for current Triton releases on g4dn/g5/p4d).
+    """
 
     name: str
     instance_type: str
@@ -43,6 +49,7 @@ class ProductionVariant:
     volume_size_gb: int | None = None
     model_data_download_timeout_seconds: int | None = None
     container_startup_health_check_timeout_seconds: int | None = None
+    inference_ami_version: str | None = None
 
     def problems(self) -> list[str]:
         found = []
@@ -65,6 +72,19 @@ class ProductionVariant:
         ):
             if value is not None and not low <= value <= high:
                 found.append(f"{prefix}{field} must be between {low} and {high} {unit}, got {value}")
+        instance = INSTANCE_TYPES.get(self.instance_type)  # types outside the catalogue are not judged
+        if self.volume_size_gb is not None and instance is not None and instance.nvme_storage_only:
+            found.append(
+                f"{prefix}volume_size_gb must be left out on {self.instance_type}: it has NVMe instance storage "
+                "only and SageMaker refuses VolumeSizeInGB there"
+            )
+        if self.inference_ami_version is not None:
+            if self.inference_ami_version not in AMI_NAMES:
+                found.append(
+                    f"{prefix}inference_ami_version {self.inference_ami_version!r} is not one of {', '.join(AMI_NAMES)}"
+                )
+            elif instance is not None and not instance.has_gpu:
+                found.append(f"{prefix}inference_ami_version is for GPU hosts; {self.instance_type} has no GPU")
         return found
 
 
@@ -223,6 +243,22 @@ class ImportedTritonEndpoint(_EndpointBase):
         self.variant_names = list(variant_names)
 
 
+def seconds_to_alarm(alarm: cloudwatch.IAlarm) -> int | None:
+    """Shortest time an alarm needs to reach ALARM: (datapoints to alarm + 1) x the metric's period; the extra
+    period is the delay before CloudWatch sees a closed period's datapoint.
+
+    None for alarms this construct cannot read (imported ones, composite alarms).
+    """
+    if not isinstance(alarm, cloudwatch.Alarm):
+        return None
+    cfn = alarm.node.default_child
+    period = getattr(alarm.metric, "period", None)
+    datapoints = cfn.datapoints_to_alarm or cfn.evaluation_periods
+    if period is None or cdk.Token.is_unresolved(datapoints):
+        return None
+    return int(period.to_seconds()) * (int(datapoints) + 1)
+
+
 @jsii.implements(IValidation)
 class _RollbackAlarmsNeeded:
     def __init__(self, endpoint: TritonEndpoint) -> None:
@@ -235,6 +271,20 @@ class _RollbackAlarmsNeeded:
             return [
                 f"TritonEndpoint {endpoint.endpoint_name}: {traffic} traffic shifting needs at least one rollback "
                 "alarm (add_rollback_alarm); without one a failing new fleet still receives all traffic"
+            ]
+        # SageMaker watches the alarms only while a step bakes (WaitIntervalInSeconds): an alarm slower than
+        # that never rolls back (deployment guardrails; ../shared/README.md "Deployment guardrails").
+        bake = endpoint.deployment.bake_seconds
+        slow = [
+            f"{alarm.node.path} ({needed} s)"
+            for alarm in endpoint.rollback_alarms
+            if (needed := seconds_to_alarm(alarm)) is not None and needed > bake
+        ]
+        if slow:
+            return [
+                f"TritonEndpoint {endpoint.endpoint_name}: rollback alarms need longer to reach ALARM than the "
+                f"{bake} s bake time (wait_seconds): {', '.join(slow)}; raise the wait or shorten the alarms' "
+                "period x datapoints to alarm"
             ]
         return []
 
@@ -289,6 +339,7 @@ class TritonEndpoint(_EndpointBase):
                     volume_size_in_gb=v.volume_size_gb,
                     model_data_download_timeout_in_seconds=v.model_data_download_timeout_seconds,
                     container_startup_health_check_timeout_in_seconds=v.container_startup_health_check_timeout_seconds,
+                    inference_ami_version=v.inference_ami_version,
                 )
                 for v in self.variants
             ],
@@ -314,6 +365,20 @@ class TritonEndpoint(_EndpointBase):
         """An alarm that, while in ALARM during a deployment, rolls it back."""
         self.rollback_alarms.append(alarm)
         self.resource.deployment_config = self.deployment.render([a.alarm_name for a in self.rollback_alarms])
+
+    def describe_rollback_alarms_statement(self) -> iam.PolicyStatement | None:
+        """What the role SageMaker uses (the model's execution role) needs for auto-rollback:
+        "Ensure that your IAM execution role has permission to perform the cloudwatch:DescribeAlarms
+        action on the auto-rollback alarms you specify" (SageMaker "Auto-Rollback Configuration and
+        Monitoring"). DescribeAlarms is scoped by alarm ARN (IAM: resource type `alarm`).
+        """
+        if not self.rollback_alarms:
+            return None
+        return iam.PolicyStatement(
+            sid="DescribeRollbackAlarms",
+            actions=["cloudwatch:DescribeAlarms"],
+            resources=[alarm.alarm_arn for alarm in self.rollback_alarms],
+        )
 
     def retain_instance_counts(self) -> None:
         """Updates keep each variant's current instance count (set by the autoscaler).

@@ -93,6 +93,7 @@ class TritonEndpointMonitoring(Construct):
         self.thresholds = thresholds
         self.multi_model = multi_model
         self.alarms: dict[str, dict[str, cloudwatch.Alarm]] = {}
+        self.alarm_names: list[str] = []  # literal names (the L2's alarm_name is a Ref token)
         for variant in endpoint.variant_names:
             scope_ = Construct(self, variant)
             specs = self._specs(variant, hardware_by_variant[variant])
@@ -204,10 +205,12 @@ class TritonEndpointMonitoring(Construct):
 
     def _alarm(self, scope: Construct, variant: str, spec: _AlarmSpec, topic: sns.ITopic | None) -> cloudwatch.Alarm:
         t = self.thresholds
+        name = f"{self.endpoint.endpoint_name}-{variant}-{spec.kind.replace('_', '-')}"
+        self.alarm_names.append(name)
         alarm = cloudwatch.Alarm(
             scope,
             _construct_id(spec.kind),
-            alarm_name=f"{self.endpoint.endpoint_name}-{variant}-{spec.kind.replace('_', '-')}",
+            alarm_name=name,
             alarm_description=f"Triton endpoint {self.endpoint.endpoint_name} ({variant}): {spec.description}",
             metric=spec.metric(),
             threshold=spec.threshold,

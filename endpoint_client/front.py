@@ -1,0 +1,358 @@
+"""The local endpoint's SageMaker API: a small HTTP server on loopback in front of Triton.
+
+Routes, as Triton's SageMaker service serves them (triton-inference-server/server
+`src/sagemaker_server.cc`, v2.51.0):
+
+- `GET /ping`: 200 when Triton is ready (single-model) or live (multi-model; SAGEMAKER_TRITON_PING_MODE).
+- `POST /invocations`: the default model (SAGEMAKER_TRITON_DEFAULT_MODEL_NAME). On a multi-model
+  endpoint the X-Amzn-SageMaker-Target-Model header names the model instead. A single-model endpoint
+  started as an inference component accepts X-Amzn-SageMaker-Inference-Component naming it (what
+  SageMaker's runtime sends for InferenceComponentName), so a client written for a component works.
+- Multi-model only: `GET /models`, `GET /models/<name>`, `POST /models` {"model_name", "url"},
+  `POST /models/<name>/invoke`, `DELETE /models/<name>` (model_registry.py).
+
+Before anything reaches Triton: bodies above SageMaker's payload limit are refused unread (413), a body
+without Content-Length is refused (411), a request not fully received within
+REQUEST_READ_DEADLINE_SECONDS is dropped, and invocations pass request_check.py (repeated JSON keys,
+mistyped parameters and sizes that do not match the bytes sent are 400s). Triton's reply is read no
+further than SageMaker's payload limit. Statuses: an
+invocation keeps Triton's own status on /invocations, as Triton's SageMaker service does; a
+multi-model invocation answers Triton's errors with 400 (507 for out of memory), as that service's
+multi-model path does. Every refusal is JSON `{"error": "..."}`, like Triton's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import re
+import socket
+import threading
+import urllib.parse
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from endpoint_client.limits import (
+    CLIENT_SOCKET_TIMEOUT_SECONDS,
+    INVOCATION_TIMEOUT_SECONDS,
+    MAX_CONCURRENT_REQUESTS,
+    MAX_CONTROL_BODY_BYTES,
+    MAX_PAYLOAD_BYTES,
+    REQUEST_READ_DEADLINE_SECONDS,
+)
+from endpoint_client.model_registry import ModelRegistry
+from endpoint_client.request_check import (
+    BINARY_MEDIA_TYPE,
+    JSON_MEDIA_TYPE,
+    RequestRefused,
+    check_invocation,
+    strict_json,
+)
+from endpoint_client.transport import INFERENCE_COMPONENT_HEADER, TARGET_MODEL_HEADER
+from endpoint_client.triton_backend import ReplyTooLarge, TritonHTTP, TritonUnavailable
+
+_DIGITS = re.compile(r"[0-9]{1,19}")
+_MODELS_PATH = re.compile(r"/models(?:/([^/]+))?(/invoke)?/?")
+_INFER_HEADER_LENGTH = "Inference-Header-Content-Length"  # KServe binary extension, both directions
+# Triton's 500s for a request whose JSON it could not read (src/http_server.cc): the request's fault.
+_TRITON_PARSE_ERRORS = (b'{"error":"Unable to parse', b'{"error":"Unable to set', b'{"error":"failed to parse')
+_OUT_OF_MEMORY = ("out of memory", "Out of memory", "Out Of Memory", "OutOfMemory", "MemoryError", "OOM")
+
+
+@dataclass
+class Reply:
+    status: int
+    body: bytes = b""
+    content_type: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def error(cls, status: int, message: str) -> Reply:
+        return cls(status, json.dumps({"error": message}).encode(), JSON_MEDIA_TYPE)
+
+    @classmethod
+    def json(cls, payload: object) -> Reply:
+        return cls(200, json.dumps(payload).encode(), JSON_MEDIA_TYPE)
+
+
+class SageMakerAPI:
+    """Turns one request into one Reply; knows nothing about sockets."""
+
+    def __init__(
+        self,
+        triton: TritonHTTP,
+        *,
+        ping_mode: str,
+        default_model: str | None,
+        registry: ModelRegistry | None,
+        inference_component: str | None = None,
+    ) -> None:
+        self.triton = triton
+        self.inference_component = inference_component
+        self.ping_mode = ping_mode
+        self.default_model = default_model
+        self.registry = registry  # None: single-model endpoint, the multi-model API is off
+
+    def body_limit(self, method: str, path: str) -> int:
+        """SageMaker's payload limit for invocations; the multi-model control calls are small."""
+        match = _MODELS_PATH.fullmatch(path)
+        if match is not None and not match.group(2):
+            return MAX_CONTROL_BODY_BYTES
+        return MAX_PAYLOAD_BYTES
+
+    def handle(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+        try:
+            return self._route(method, path, headers, body)
+        except RequestRefused as refused:
+            return Reply.error(refused.status, refused.message)
+        except TritonUnavailable as error:
+            return Reply.error(502, f"the local Triton server is not answering: {error}")
+
+    def _route(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+        if path == "/ping":
+            _allow(method, "GET")
+            return Reply(200) if self.triton.healthy(self.ping_mode) else Reply.error(400, "Triton is not ready")
+        if path == "/invocations":
+            _allow(method, "POST")
+            return self._invocations(headers, body)
+        match = _MODELS_PATH.fullmatch(path)
+        if match is None:
+            raise RequestRefused(404, f"no route {path[:200]!r}: the SageMaker API has /ping and /invocations")
+        if self.registry is None:
+            raise RequestRefused(
+                404, "the multi-model API is off: this endpoint serves one model (start it with --multi-model)"
+            )
+        name = urllib.parse.unquote(match.group(1)) if match.group(1) else None
+        return self._models(method, name, bool(match.group(2)), headers, body)
+
+    def _invocations(self, headers: dict[str, str], body: bytes) -> Reply:
+        target = headers.get(TARGET_MODEL_HEADER.lower())
+        self._check_component(headers.get(INFERENCE_COMPONENT_HEADER.lower()))
+        if self.registry is None:
+            if target:
+                raise RequestRefused(
+                    400, f"{TARGET_MODEL_HEADER} is for multi-model endpoints; this one serves one model"
+                )
+            return self._infer(self.default_model or "", headers, body, multi_model=False)
+        if not target:
+            raise RequestRefused(
+                400, f"a multi-model endpoint needs the model: send {TARGET_MODEL_HEADER} (--target-model)"
+            )
+        return self._invoke_loaded(target, headers, body)
+
+    def _check_component(self, component: str | None) -> None:
+        if component is None:
+            return
+        if self.registry is not None:
+            raise RequestRefused(400, "a multi-model endpoint hosts no inference components: send the TargetModel")
+        if self.inference_component is None:
+            raise RequestRefused(
+                400,
+                f"this endpoint hosts no inference component (asked for {component[:63]!r}): start it with "
+                "--inference-component NAME to play one",
+            )
+        if component != self.inference_component:
+            raise RequestRefused(
+                400,
+                f"no inference component {component[:63]!r} on this endpoint; it hosts {self.inference_component!r}",
+            )
+
+    def _models(self, method: str, name: str | None, invoke: bool, headers: dict[str, str], body: bytes) -> Reply:
+        assert self.registry is not None
+        if invoke:
+            _allow(method, "POST")
+            if name is None:
+                raise RequestRefused(404, "POST /models/<name>/invoke needs the model's name")
+            return self._invoke_loaded(name, headers, body)
+        if method == "GET" and name is None:
+            return Reply.json({"models": [{"modelName": m.name, "modelUrl": m.url} for m in self.registry.listing()]})
+        if method == "GET":
+            model = self.registry.get(name or "")
+            if model is None:
+                raise RequestRefused(404, f"model {name!r} is not loaded")
+            return Reply.json({"modelName": model.name, "modelUrl": model.url})
+        if method == "POST" and name is None:
+            request = _json_object(body, '{"model_name": "<TargetModel>", "url": "<extracted archive folder>"}')
+            unknown = sorted(set(request) - {"model_name", "url"})
+            if unknown:
+                raise RequestRefused(400, f"unknown field(s) {', '.join(unknown)}: the body is {{model_name, url}}")
+            self.registry.load(request.get("model_name"), request.get("url"))
+            return Reply(200)
+        if method == "DELETE" and name is not None:
+            self.registry.unload(name)
+            return Reply(200)
+        raise RequestRefused(405, f"{method} is not allowed here")
+
+    def _invoke_loaded(self, name: str, headers: dict[str, str], body: bytes) -> Reply:
+        assert self.registry is not None
+        if self.registry.get(name) is None:
+            raise RequestRefused(404, f"model {name[:200]!r} is not loaded on this endpoint")
+        return self._infer(name, headers, body, multi_model=True)
+
+    def _infer(self, model: str, headers: dict[str, str], body: bytes, *, multi_model: bool) -> Reply:
+        header_length = check_invocation(body, headers.get("content-type"))
+        forward = {"Content-Type": JSON_MEDIA_TYPE if header_length is None else "application/octet-stream"}
+        if header_length is not None:
+            forward[_INFER_HEADER_LENGTH] = str(header_length)
+        try:
+            status, reply, reply_headers = self.triton.request(
+                "POST",
+                self.triton.model_path(model, "infer"),
+                body,
+                forward,
+                timeout=INVOCATION_TIMEOUT_SECONDS,
+                max_reply_bytes=MAX_PAYLOAD_BYTES,  # read no further than the limit (finding 11)
+            )
+        except ReplyTooLarge as error:  # InvokeEndpoint's reply Body has the same limit as the request's
+            return Reply.error(
+                500,
+                f"the model's reply is {error.size or 'over ' + str(MAX_PAYLOAD_BYTES)} bytes; SageMaker real-time "
+                f"endpoints return at most {MAX_PAYLOAD_BYTES} bytes: ask for fewer outputs (--output) or send "
+                "smaller batches",
+            )
+        if status != 200 and multi_model:
+            status = 507 if any(s in reply.decode(errors="replace") for s in _OUT_OF_MEMORY) else 400
+        elif status == 500 and reply.lstrip().startswith(_TRITON_PARSE_ERRORS):
+            status = 400  # Triton's JSON type errors are the request's fault; a 5XX would trip SageMaker alarms
+        reply_header_length = reply_headers.get(_INFER_HEADER_LENGTH.lower())
+        if status == 200 and reply_header_length is not None:
+            content_type = f"{BINARY_MEDIA_TYPE};json-header-size={reply_header_length}"
+        else:
+            content_type = JSON_MEDIA_TYPE
+        return Reply(status, reply, content_type)
+
+
+def _allow(method: str, allowed: str) -> None:
+    if method != allowed:
+        raise RequestRefused(405, f"{method} is not allowed here; use {allowed}")
+
+
+def _json_object(body: bytes, shape: str) -> dict:
+    try:
+        document = strict_json(body, "the body")
+    except RequestRefused as refused:
+        raise RequestRefused(400, f"{refused.message}; expected {shape}") from None
+    if not isinstance(document, dict):
+        raise RequestRefused(400, f"the body must be a JSON object: {shape}")
+    return document
+
+
+class FrontServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer bound to one address (IPv4 or IPv6 literal), at most N requests at a time."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, host: str, port: int, api: SageMakerAPI | None = None) -> None:
+        """Binds at once; `api` may be set later, before serve_forever()."""
+        self.address_family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+        self.api = api
+        self.slots = threading.BoundedSemaphore(MAX_CONCURRENT_REQUESTS)
+        super().__init__((host, port), _Handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """One connection. The socket timeout bounds each read; a watchdog bounds the whole request (request
+    line, headers and body) to REQUEST_READ_DEADLINE_SECONDS, so a client that sends a byte now and then
+    cannot hold a request slot (review finding 9)."""
+
+    server: FrontServer
+    protocol_version = "HTTP/1.1"
+    timeout = CLIENT_SOCKET_TIMEOUT_SECONDS
+
+    def handle_one_request(self) -> None:
+        self._reading = True
+        watchdog = threading.Timer(REQUEST_READ_DEADLINE_SECONDS, self._reading_too_long)
+        watchdog.daemon = True
+        self._watchdog = watchdog
+        watchdog.start()
+        try:
+            super().handle_one_request()
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+            self.close_connection = True  # the client went away: nothing to answer, no traceback
+        finally:
+            watchdog.cancel()
+
+    def _reading_too_long(self) -> None:
+        if self._reading:
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)  # the pending read returns; the request is dropped
+
+    def _done_reading(self) -> None:
+        self._reading = False
+        self._watchdog.cancel()
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def do_PATCH(self) -> None:
+        self._serve("PATCH")
+
+    def do_HEAD(self) -> None:
+        self._serve("HEAD")
+
+    def _serve(self, method: str) -> None:
+        if not self.server.slots.acquire(blocking=False):
+            self._send(Reply.error(503, "too many requests at once; retry"), close=True)
+            return
+        try:
+            api = self.server.api
+            assert api is not None, "serve_forever() before the api was set"
+            path = urllib.parse.urlsplit(self.path).path
+            body, refusal = self._read_body(method, api.body_limit(method, path))
+            self._done_reading()
+            if refusal is not None:
+                self._send(refusal, close=True)  # the unread body makes the connection unusable
+                return
+            headers = {key.lower(): value for key, value in self.headers.items()}
+            self._send(api.handle(method, path, headers, body))
+        finally:
+            self.server.slots.release()
+
+    def _read_body(self, method: str, limit: int) -> tuple[bytes, Reply | None]:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            return b"", Reply.error(411, "chunked bodies are not accepted: send Content-Length")
+        length_text = self.headers.get("Content-Length")
+        if length_text is None:
+            if method in ("POST", "PUT", "PATCH"):
+                return b"", Reply.error(411, "the request has no Content-Length")
+            return b"", None
+        if not _DIGITS.fullmatch(length_text.strip()):  # str.isdigit() also takes '²', which int() refuses
+            return b"", Reply.error(400, f"Content-Length {length_text[:50]!r} is not a number")
+        length = int(length_text)
+        if length > limit:
+            return b"", Reply.error(
+                413, f"the body is {length} bytes; SageMaker real-time endpoints accept at most {limit} bytes"
+            )
+        body = self.rfile.read(length)
+        if len(body) != length:
+            return b"", Reply.error(400, f"the body ended after {len(body)} of {length} bytes")
+        return body, None
+
+    def _send(self, reply: Reply, *, close: bool = False) -> None:
+        self.send_response(reply.status)
+        if reply.content_type:
+            self.send_header("Content-Type", reply.content_type)
+        for key, value in reply.headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(reply.body)))
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(reply.body)
+        self.wfile.flush()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # Triton's log has the details; a line per request on stderr would drown the CLI's output

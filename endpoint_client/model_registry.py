@@ -1,0 +1,167 @@
+"""The SageMaker multi-model API's model loading, done through Triton's repository API on loopback.
+
+What the SageMaker platform does on an MME instance (triton-inference-server/server
+`src/sagemaker_server.cc`, `SageMakerMMELoadModel`): POST /models {"model_name", "url"} where `url` is
+the folder it extracted the TargetModel's archive into; Triton picks the archive's model folder (the
+only one, or the ensemble among several), serves it under the TargetModel's name, and loads it; DELETE
+/models/<name> unloads it with its dependents.
+
+Locally the same happens with Triton's KServe repository API: the chosen folder is copied into the
+served repository as `<name>/` (its config's name set to <name>), the archive's other folders (an
+ensemble's steps) beside it under their own names, and `<name>` is loaded. Unlike Triton's
+`--model-namespacing`, two loaded archives cannot both hold a step of the same name: the second load
+is refused with 409.
+
+Refused (issue 12: a remote `url` loaded any folder and ran its model.py): a name that is not a plain
+file name, a `url` that does not resolve (links included) to a folder under the staging folder where
+the local endpoint extracts archives, an archive with several model folders and no ensemble, and a load
+beyond MAX_LOADED_MODELS (507, review finding 10).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from endpoint_client.limits import MAX_LOADED_MODELS, MME_LOAD_TIMEOUT_SECONDS, MME_UNLOAD_TIMEOUT_SECONDS
+from endpoint_client.request_check import RequestRefused
+from endpoint_client.triton_backend import TritonHTTP
+
+# A TargetModel is an S3 key relative to the endpoint's prefix (sagemaker-runtime TargetModelHeader:
+# 1..1024 printable characters); locally it names a folder and a Triton model, so plain names only.
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+_ENSEMBLE = re.compile(r"platform:\s*\"ensemble\"")  # Triton's own test (platform_ensemble_regex_)
+# Triton's SageMaker service answers a failed load with 507 when the error reads like this (its list).
+_OUT_OF_MEMORY = ("out of memory", "Out of memory", "Out Of Memory", "OutOfMemory", "MemoryError", "OOM")
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    name: str
+    url: str
+    folders: tuple[str, ...]  # what the load put into the served repository
+
+
+class ModelRegistry:
+    def __init__(self, triton: TritonHTTP, *, repository: Path, staging: Path) -> None:
+        self.triton = triton
+        self.repository = repository
+        self.staging = staging
+        self.models: dict[str, LoadedModel] = {}
+        self._lock = threading.Lock()  # one load or unload at a time
+
+    def get(self, name: str) -> LoadedModel | None:
+        return self.models.get(name)
+
+    def listing(self) -> list[LoadedModel]:
+        return sorted(self.models.values(), key=lambda model: model.name)
+
+    def load(self, name: object, url: object) -> LoadedModel:
+        if not isinstance(name, str) or not MODEL_NAME.fullmatch(name):
+            raise RequestRefused(
+                400,
+                f"model_name {str(name)[:100]!r} must be 1-255 letters, digits, '.', '_' or '-' (e.g. add_sub.tar.gz)",
+            )
+        folder = self._staged_folder(url)
+        with self._lock:
+            if name in self.models:
+                raise RequestRefused(409, f"model {name!r} is already loaded; unload it first (DELETE /models/{name})")
+            if len(self.models) >= MAX_LOADED_MODELS:  # 507: what SageMaker's MME answers when it cannot load more
+                raise RequestRefused(
+                    507, f"{len(self.models)} models are loaded, the local endpoint's most; unload one first"
+                )
+            primary, steps = _model_folders(folder)
+            targets = [(primary, name), *((step, step.name) for step in steps)]
+            taken = [target for _, target in targets if (self.repository / target).exists()]
+            if taken:
+                raise RequestRefused(
+                    409, f"model folder(s) {', '.join(taken)} of {name!r} are already served by another loaded model"
+                )
+            copied = []
+            try:
+                for source, target in targets:
+                    shutil.copytree(source, self.repository / target)
+                    copied.append(target)
+                _rename_config(self.repository / name, name)
+                status, message = self.triton.repository(name, "load", None, timeout=MME_LOAD_TIMEOUT_SECONDS)
+                if status != 200:
+                    raise RequestRefused(507 if any(s in message for s in _OUT_OF_MEMORY) else 400, message)
+            except BaseException:
+                for target in copied:
+                    shutil.rmtree(self.repository / target, ignore_errors=True)
+                raise
+            model = LoadedModel(name, str(folder), tuple(copied))
+            self.models[name] = model
+            return model
+
+    def unload(self, name: str) -> None:
+        with self._lock:
+            model = self.models.get(name)
+            if model is None:
+                raise RequestRefused(404, f"model {name!r} is not loaded")
+            status, message = self.triton.repository(
+                name, "unload", {"unload_dependents": True}, timeout=MME_UNLOAD_TIMEOUT_SECONDS
+            )
+            if status != 200:
+                raise RequestRefused(400, message)
+            deadline = time.monotonic() + MME_UNLOAD_TIMEOUT_SECONDS
+            while self.triton.model_state(name) not in (None, "UNAVAILABLE") and time.monotonic() < deadline:
+                time.sleep(0.1)
+            for target in model.folders:
+                shutil.rmtree(self.repository / target, ignore_errors=True)
+            del self.models[name]
+
+    def _staged_folder(self, url: object) -> Path:
+        staging = Path(os.path.realpath(self.staging))
+        refusal = f"url must be a folder under {staging}, where the local endpoint extracts model archives"
+        if not isinstance(url, str) or not url or "\x00" in url or not os.path.isabs(url):
+            raise RequestRefused(400, f"{refusal}; got {str(url)[:200]!r}")
+        folder = Path(os.path.realpath(url))  # links resolved: a link out of the staging folder is refused
+        if folder == staging or not folder.is_relative_to(staging) or not folder.is_dir():
+            raise RequestRefused(400, f"{refusal}; got {url[:200]!r}")
+        return folder
+
+
+def _model_folders(folder: Path) -> tuple[Path, list[Path]]:
+    """(the folder to serve under the TargetModel's name, the other model folders), as Triton chooses."""
+    if (folder / "config.pbtxt").is_file():  # the archive is one model's folder
+        return folder, []
+    folders = sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink())
+    if not folders:
+        raise RequestRefused(400, f"{folder} holds no model folder")
+    if len(folders) == 1:
+        return folders[0], []
+    ensembles = [p for p in folders if _is_ensemble(p)]
+    if len(ensembles) != 1:
+        names = ", ".join(p.name for p in folders)
+        raise RequestRefused(400, f"{folder} holds several model folders ({names}) and not exactly one ensemble")
+    return ensembles[0], [p for p in folders if p != ensembles[0]]
+
+
+def _is_ensemble(folder: Path) -> bool:
+    try:
+        return bool(_ENSEMBLE.search((folder / "config.pbtxt").read_text(errors="replace")))
+    except OSError:
+        return False
+
+
+def _rename_config(folder: Path, name: str) -> None:
+    """Triton requires a config's name to equal its folder's (or be empty): set it to the served name."""
+    config_path = folder / "config.pbtxt"
+    if not config_path.is_file():
+        return  # Triton fills the name in from the folder
+    config = model_config_pb2.ModelConfig()
+    try:
+        text_format.Parse(config_path.read_text(), config)
+    except (text_format.ParseError, UnicodeDecodeError) as error:
+        raise RequestRefused(400, f"{config_path.name} of {name!r} cannot be read: {error}") from None
+    config.name = name
+    config_path.write_text(text_format.MessageToString(config))

@@ -1,0 +1,49 @@
+"""Python-backend stand-in for an ONNX Runtime model on the local endpoint (endpoint_client.onnx_standin).
+
+The local Triton (the nvidia-pytriton wheel) has the Python backend only. This model.py runs the model's
+own ONNX file with ONNX Runtime on the CPU, with the inputs, outputs and data types of its config.pbtxt,
+so a client written against it works unchanged against the real onnxruntime backend on SageMaker.
+Runs inside the Triton stub's Python (.venv-triton); ONNX_FILE_PARAMETER names the file in the version folder.
+"""
+
+import json
+import os
+
+import numpy as np
+import onnxruntime as ort
+import triton_python_backend_utils as pb_utils
+
+ONNX_FILE_PARAMETER = "LOCAL_ENDPOINT_ONNX_FILE"
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        name = config["parameters"][ONNX_FILE_PARAMETER]["string_value"]
+        path = os.path.join(args["model_repository"], args["model_version"], name)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1  # one Triton model instance, one core: predictable on a laptop
+        self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        self.inputs = [tensor["name"] for tensor in config["input"]]
+        self.outputs = [tensor["name"] for tensor in config["output"]]
+        self.output_types = {t["name"]: pb_utils.triton_string_to_numpy(t["data_type"]) for t in config["output"]}
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            feeds = {}
+            for name in self.inputs:
+                tensor = pb_utils.get_input_tensor_by_name(request, name)
+                if tensor is not None:  # optional inputs may be left out
+                    feeds[name] = tensor.as_numpy()
+            try:
+                results = self.session.run(self.outputs, feeds)
+            except Exception as error:  # ONNX Runtime's own message, as the onnxruntime backend reports it
+                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"onnxruntime: {error}")))
+                continue
+            tensors = [
+                pb_utils.Tensor(name, np.ascontiguousarray(result, dtype=self.output_types[name]))
+                for name, result in zip(self.outputs, results, strict=True)
+            ]
+            responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
+        return responses

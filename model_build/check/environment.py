@@ -1,0 +1,172 @@
+"""Python-backend execution environments (`parameters: EXECUTION_ENV_PATH`), judged as the backend loads them.
+
+triton-inference-server/python_backend:
+- `src/python_be.cc` (ModelState): the first `$$TRITON_MODEL_DIRECTORY` in the value is replaced by
+  the model's folder;
+- `src/pb_env.cc` (EnvironmentManager::ExtractIfNotExtracted): `realpath` of the result ("Failed to
+  get the canonical path for <path>."); a folder is used as it is; anything else is unpacked as a
+  tar archive with libarchive's gzip filter (so .tar.gz or plain .tar) and the flags
+  ARCHIVE_EXTRACT_SECURE_NODOTDOT, _SECURE_NOABSOLUTEPATHS and _SECURE_SYMLINKS: entries with `..`,
+  absolute paths, or paths through a symlink in the archive fail the load;
+- `src/stub_launcher.cc` (GetPythonEnvironment): the environment must hold `bin/activate` ("Path
+  <env>/bin/activate does not exist. The Python environment should contain an 'activate' script.").
+
+Our own rules on top, because the model folder is what ships: the path stays inside the model folder
+(`package` ships nothing else), and a symlink in a packed environment must stay inside it (an
+absolute target names a file of the machine that packed it, which the serving container lacks).
+Archives are read in bounded memory (model_build.check.bounded_tar): one that exceeds a bound is
+reported, not read.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+import tarfile
+import zlib
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
+
+from model_build.check.bounded_tar import ArchiveLimitError, archive_members
+from model_build.check.problems import Problem
+from model_build.check.schema import PYTHON_BACKEND, ModelConfig
+from model_build.config_yaml import clip
+
+RULE = "execution-env"
+FIELD = "parameters.EXECUTION_ENV_PATH"
+MODEL_DIRECTORY_VARIABLE = "$$TRITON_MODEL_DIRECTORY"
+ACTIVATE = "bin/activate"
+# One report per archive is enough to act on; a broken 2 GB environment could otherwise print thousands.
+_MAX_MEMBER_PROBLEMS = 5
+# conda-pack environments hold a few thousand symbolic links of short names.
+_MAX_LINK_NAME_BYTES = 16 << 20
+
+
+def environment_folder(config: ModelConfig) -> str | None:
+    """The top folder of the model that holds an unpacked environment (not a version folder), if any."""
+    if config.backend != PYTHON_BACKEND or "EXECUTION_ENV_PATH" not in config.parameters:
+        return None
+    value = config.parameters["EXECUTION_ENV_PATH"].string_value
+    if not value.startswith(MODEL_DIRECTORY_VARIABLE):
+        return None
+    parts = PurePosixPath(posixpath.normpath(value[len(MODEL_DIRECTORY_VARIABLE) :].lstrip("/") or ".")).parts
+    return parts[0] if parts and parts[0] not in (".", "..") else None
+
+
+def environment_problems(folder: Path, config: ModelConfig) -> list[Problem]:
+    """Every reason the python backend would fail to use this model's EXECUTION_ENV_PATH."""
+    if config.backend != PYTHON_BACKEND or "EXECUTION_ENV_PATH" not in config.parameters:
+        return []
+    value = config.parameters["EXECUTION_ENV_PATH"].string_value
+    messages = _messages(folder, value)
+    return [Problem(config.name, FIELD, message, RULE) for message in messages]
+
+
+def _messages(folder: Path, value: str) -> list[str]:
+    if MODEL_DIRECTORY_VARIABLE not in value:
+        if value.startswith("/"):
+            return []  # a path in the serving image (a custom container): not ours to see
+        return [
+            f"{value!r} is relative without {MODEL_DIRECTORY_VARIABLE}: the python backend resolves it against "
+            f"tritonserver's working directory; write {MODEL_DIRECTORY_VARIABLE}/<path in the model folder>"
+        ]
+    if not value.startswith(MODEL_DIRECTORY_VARIABLE):
+        return [f"{value!r}: put {MODEL_DIRECTORY_VARIABLE} at the start; the model folder is the only place shipped"]
+    relative = value[len(MODEL_DIRECTORY_VARIABLE) :].lstrip("/")
+    normal = posixpath.normpath(relative) if relative else "."
+    if normal == ".." or normal.startswith("../") or MODEL_DIRECTORY_VARIABLE in relative:
+        return [
+            f"{value!r} leaves the model folder {folder.name}/: only the model folder is packaged, so the "
+            "environment would be missing on the server; move it into the model folder"
+        ]
+    path = folder / normal
+    current = folder
+    for part in PurePosixPath(normal).parts:
+        current = current / part
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            return [
+                f"execution environment {normal} is not in the model folder {folder.name}/ ({value}): the python "
+                f'backend fails with "Failed to get the canonical path for {path}."'
+            ]
+        except OSError as error:
+            return [f"execution environment {normal} cannot be read ({error.strerror or error})"]
+        if stat.S_ISLNK(info.st_mode):
+            return [f"execution environment path {normal} goes through a symbolic link ({current.name}); not packaged"]
+    if stat.S_ISDIR(info.st_mode):
+        if not (path / ACTIVATE).is_file():
+            return [
+                f"Path {path}/{ACTIVATE} does not exist. The Python environment should contain an 'activate' "
+                "script. (an unpacked environment folder needs bin/activate)"
+            ]
+        return []
+    return _archive_messages(path, normal)
+
+
+def _archive_messages(path: Path, shown: str) -> list[str]:
+    """A packed environment: a tar, gzip-compressed or not (the gzip filter the backend enables)."""
+    try:
+        return _member_messages(archive_members(path), shown)
+    except ArchiveLimitError as error:
+        return [
+            f"execution environment {shown} ({path}) was not read: {error}; a conda-pack archive never comes "
+            "near these limits, so repack the environment with conda-pack"
+        ]
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
+        return [
+            f"execution environment {shown} is not a tar.gz archive ({error}): the python backend unpacks "
+            "anything that is not a folder with libarchive and fails; pack it with conda-pack (or give a folder)"
+        ]
+
+
+def _member_messages(members: Iterable[tarfile.TarInfo], shown: str) -> list[str]:
+    """Reads to the end even after the first problems: a truncated archive is the one thing to report."""
+    found = []
+    links: set[PurePosixPath] = set()
+    link_bytes = 0
+    has_activate = False
+    for member in members:
+        name = member.name
+        problem = None
+        pure = PurePosixPath(name)
+        normal = PurePosixPath(posixpath.normpath(name)) if name not in ("", ".") else PurePosixPath(".")
+        if name.startswith("/"):
+            problem = f"entry {_shown(name)} has an absolute path (refused by ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS)"
+        elif ".." in pure.parts:
+            problem = f"entry {_shown(name)} contains '..' (refused by ARCHIVE_EXTRACT_SECURE_NODOTDOT)"
+        elif any(parent in links for parent in normal.parents):
+            problem = f"entry {_shown(name)} lies under a symbolic link of the archive"
+            problem += " (ARCHIVE_EXTRACT_SECURE_SYMLINKS)"
+        elif member.issym():
+            target = member.linkname
+            resolved = posixpath.normpath(posixpath.join(str(normal.parent), target))
+            if target.startswith("/"):
+                problem = (
+                    f"symbolic link {_shown(name)} -> {_shown(target)} is absolute: it names a file of the machine "
+                    "that packed the environment, not of the serving container; repack it with relative links "
+                    "(conda-pack does)"
+                )
+            elif resolved == ".." or resolved.startswith("../"):
+                problem = f"symbolic link {_shown(name)} -> {_shown(target)} points outside the environment"
+            # Links are remembered to judge later entries: bound what that keeps in memory.
+            link_bytes += len(name)
+            if link_bytes > _MAX_LINK_NAME_BYTES:
+                raise ArchiveLimitError(f"symbolic link names add up to more than {_MAX_LINK_NAME_BYTES} bytes")
+            links.add(normal)
+        elif member.isfile() and normal == PurePosixPath(ACTIVATE):
+            has_activate = True
+        if problem and len(found) <= _MAX_MEMBER_PROBLEMS:
+            found.append(problem if len(found) < _MAX_MEMBER_PROBLEMS else "(further entries not shown)")
+    messages = [f"execution environment {shown}: {problem}" for problem in found]
+    if not found and not has_activate:
+        messages.append(
+            f'execution environment {shown} has no {ACTIVATE}: the python backend fails with "Path <env>/{ACTIVATE} '
+            "does not exist. The Python environment should contain an 'activate' script.\""
+        )
+    return messages
+
+
+def _shown(name: str) -> str:
+    return repr(clip(name, 200))

@@ -1,0 +1,56 @@
+"""A local ONNX source with external data ships as one asset holding the model file and its data files only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import aws_cdk as cdk
+import numpy as np
+import onnx
+from aws_cdk import aws_s3_assets as s3_assets
+from onnx import TensorProto, helper, numpy_helper
+
+from model_build.onnx_external import external_data
+from stacks.build_stack import only_these
+
+
+def model_with_external_data(folder: Path) -> Path:
+    weight = numpy_helper.from_array(np.ones((3, 3), dtype=np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "ext",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
+        initializer=[weight],
+    )
+    (folder / "weights").mkdir()
+    path = folder / "model.onnx"
+    onnx.save_model(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+        str(path),
+        save_as_external_data=True,
+        location="weights/model.bin",
+        size_threshold=0,
+    )
+    return path
+
+
+def test_the_asset_holds_exactly_the_model_and_its_data(tmp_path):
+    source = tmp_path / "src"
+    source.mkdir()
+    path = model_with_external_data(source)
+    (source / "unrelated.txt").write_text("not part of the model")
+    (source / "weights" / "other.bin").write_bytes(b"not referenced")
+    data = [d.location for d in external_data(path)]
+    outdir = tmp_path / "out"
+    app = cdk.App(outdir=str(outdir))
+    stack = cdk.Stack(app, "S")
+    asset = s3_assets.Asset(stack, "Source", path=str(source), exclude=only_these(path.name, data))
+    cdk.CfnOutput(stack, "Url", value=asset.s3_object_url)
+    app.synth()
+    manifest = json.loads((outdir / "S.assets.json").read_text())
+    (entry,) = [e for e in manifest["files"].values() if e["source"].get("packaging") == "zip"]
+    staged = outdir / entry["source"]["path"]
+    files = sorted(p.relative_to(staged).as_posix() for p in staged.rglob("*") if p.is_file())
+    assert files == ["model.onnx", "weights/model.bin"]

@@ -1,0 +1,120 @@
+"""Triton's command line in the local endpoint: every listening service pinned to 127.0.0.1.
+
+Source: triton-inference-server/server `src/command_line_parser.h` at v2.51.0 (the wheel's tritonserver):
+`sagemaker_address_{"0.0.0.0"}` has no option, while HTTP, gRPC and metrics take an address; options are
+parsed in order, the last value winning.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from endpoint_client.errors import LocalEndpointError
+from endpoint_client.local_endpoint import LocalEndpoint, bind_address, exposure_warning, is_loopback
+from endpoint_client.sagemaker_serve import serve_plan
+from endpoint_client.triton_backend import KEY_HEADER, local_arguments, network_options_in
+from endpoint_client.triton_install import TritonInstall
+
+
+def plan_arguments(tmp_path: Path, env: dict[str, str]) -> list[str]:
+    (tmp_path / "m" / "add_sub").mkdir(parents=True)
+    return serve_plan(env, model_repository=tmp_path / "m", multi_model_repository=tmp_path / "mme").arguments
+
+
+def test_the_sagemaker_service_is_swapped_for_loopback_http(tmp_path: Path) -> None:
+    env = {
+        "SAGEMAKER_BIND_TO_PORT": "8080",
+        "SAGEMAKER_TRITON_THREAD_COUNT": "4",
+        "SAGEMAKER_TRITON_ALLOW_GRPC": "true",
+    }
+
+    arguments = local_arguments(plan_arguments(tmp_path, env), http_port=40001, key="k")
+
+    assert not [a for a in arguments if a.startswith(("--sagemaker-port", "--allow-sagemaker=true", "--allow-http=f"))]
+    assert "--http-thread-count=4" in arguments
+    assert "--allow-grpc=true" in arguments  # what the environment asked for stays
+    assert arguments[-9:] == [
+        "--allow-sagemaker=false",
+        "--allow-vertex-ai=false",
+        "--allow-http=true",
+        "--http-address=127.0.0.1",
+        "--http-port=40001",
+        "--http-restricted-api=health,metadata,inference,shared-memory,model-config,model-repository,statistics,"
+        f"trace,logging:{KEY_HEADER}=k",
+        "--grpc-address=127.0.0.1",
+        "--grpc-restricted-protocol=health,metadata,inference,shared-memory,model-config,model-repository,"
+        f"statistics,trace,logging:{KEY_HEADER}=k",
+        "--metrics-address=127.0.0.1",
+    ]
+
+
+def test_the_pinned_flags_come_after_additional_args(tmp_path: Path) -> None:
+    env = {"SAGEMAKER_TRITON_ADDITIONAL_ARGS": "--grpc-port=9000 --log-info=true"}
+
+    arguments = local_arguments(plan_arguments(tmp_path, env), http_port=1, key="k")
+
+    assert arguments.index("--grpc-port=9000") < arguments.index("--grpc-address=127.0.0.1")
+
+
+@pytest.mark.parametrize(
+    ("additional", "found"),
+    [
+        ("--http-address=0.0.0.0 --log-info=true", ["--http-address=0.0.0.0"]),
+        ("--grpc-addr=0.0.0.0", ["--grpc-addr=0.0.0.0"]),  # getopt_long accepts unambiguous prefixes
+        ("--allow-sagemaker=true --sagemaker-port 8080", ["--allow-sagemaker=true", "--sagemaker-port"]),
+        ("--allow-vertex-ai=true", ["--allow-vertex-ai=true"]),
+        ("--metrics-address 0.0.0.0", ["--metrics-address"]),
+        ("--log-verbose=1 --grpc-port=9000 --exit-timeout-secs=5", []),
+    ],
+)
+def test_network_options_in_additional_args_are_found(additional: str, found: list[str]) -> None:
+    assert network_options_in(additional) == found
+
+
+def test_additional_args_that_widen_the_addresses_are_refused(tmp_path: Path) -> None:
+    endpoint = LocalEndpoint(
+        tmp_path / "none.tar.gz",
+        environment={"SAGEMAKER_TRITON_ADDITIONAL_ARGS": "--http-address=0.0.0.0"},
+        workdir=tmp_path / "work",
+        triton_env=tmp_path / "venv",
+    )
+    (tmp_path / "none.tar.gz").write_bytes(b"")
+
+    with pytest.raises(LocalEndpointError, match=r"ADDITIONAL_ARGS sets --http-address=0\.0\.0\.0: the local endpoint"):
+        endpoint.start()
+    assert endpoint.process is None and endpoint.front is None
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"), [("127.0.0.1", True), ("localhost", True), ("::1", True), ("127.0.0.2", True),
+                           ("0.0.0.0", False), ("::", False), ("192.168.1.10", False)]
+)  # fmt: skip
+def test_only_loopback_hosts_go_without_a_warning(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+    warning = exposure_warning(host)
+    assert (warning is None) is loopback
+    if warning:
+        assert warning.startswith(f"WARNING: --host {host} lets every host that can reach this machine call")
+
+
+def test_a_host_name_is_refused() -> None:
+    with pytest.raises(LocalEndpointError, match=r"--host 'example\.com' is not an IP address"):
+        bind_address("example.com")
+
+
+@pytest.mark.triton
+def test_the_wheels_tritonserver_has_no_sagemaker_address_option(triton_env: Path) -> None:
+    """Why the SageMaker service stays off: if a later wheel gains such an option, this says so."""
+    install = TritonInstall.find(triton_env)
+    env = install.environment({"PATH": "/usr/bin:/bin"})
+    help_text = subprocess.run(
+        [install.binary, "--help"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60
+    ).stdout
+
+    assert "--sagemaker-port" in help_text
+    for option in ("--http-address", "--grpc-address", "--metrics-address", "--http-restricted-api"):
+        assert option in help_text
+    assert "--sagemaker-address" not in help_text

@@ -1,0 +1,120 @@
+"""`python -m model_build init`: a models: entry proposed from an ONNX file, proven like the build proves it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from onnx_fixtures import dynamic_batch_model, fixed_model, sequence_model
+
+from model_build.cli import main
+from model_build.proposal import propose_model
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project folder with a copy of config/dev.yaml and a models/ folder; the CLI runs from it."""
+    (tmp_path / "config").mkdir()
+    shutil.copy(PROJECT_ROOT / "config" / "dev.yaml", tmp_path / "config" / "dev.yaml")
+    (tmp_path / "models").mkdir()
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_dynamic_batch_model_gets_batching_and_tensorrt(project):
+    onnx_path = dynamic_batch_model(project / "models" / "classifier.onnx")
+    proposal = propose_model(onnx_path.relative_to(project), "classifier", instance_type_name="ml.g5.xlarge")
+    assert proposal.entry["platform"] == "tensorrt_plan"
+    assert proposal.entry["max_batch_size"] == 16
+    assert proposal.entry["instance_groups"] == [{"count": 2, "kind": "KIND_GPU"}]
+    assert "shapes" not in proposal.entry["tensorrt"]
+    assert proposal.adjust == []
+
+
+def test_sequence_axes_get_one_range_per_dim_param(project):
+    """Inputs sharing an ONNX dim_param ('seq') get the same min/opt/max: TensorRT needs them equal at run time."""
+    onnx_path = sequence_model(project / "models" / "bert.onnx")
+    proposal = propose_model(onnx_path.relative_to(project), "bert", triton_release="24.09")
+    shapes = {s["input"]: (s["min"], s["opt"], s["max"]) for s in proposal.entry["tensorrt"]["shapes"]}
+    assert set(shapes) == {"tokens", "mask"}
+    assert shapes["tokens"] == shapes["mask"]
+    assert all(len(values) == 1 for values in shapes["tokens"])  # the batch axis is Triton's, not in shapes
+    assert any("seq" in item for item in proposal.adjust)
+
+
+def test_fixed_batch_model_does_not_batch(project):
+    """Triton batches only on a dynamic first axis: a [1, 8] export is served with max_batch_size 0."""
+    onnx_path = fixed_model(project / "models" / "fixed.onnx", leading=1)
+    proposal = propose_model(onnx_path.relative_to(project), "fixed")
+    assert proposal.entry["max_batch_size"] == 0
+    assert proposal.entry["dynamic_batching"] == {"enabled": False}
+    assert any("no dynamic first axis" in note for note in proposal.notes)
+
+
+def test_cpu_instance_gets_onnx_runtime(project):
+    onnx_path = dynamic_batch_model(project / "models" / "cpu.onnx")
+    proposal = propose_model(onnx_path.relative_to(project), "cpu_model", instance_type_name="ml.c5.xlarge")
+    assert proposal.entry["platform"] == "onnxruntime_onnx"
+    assert proposal.entry["instance_groups"] == [{"count": 1, "kind": "KIND_CPU"}]
+    assert "tensorrt" not in proposal.entry
+
+
+def test_cli_prints_yaml_that_loads(project, capsys):
+    sequence_model(project / "models" / "bert.onnx")
+    assert main(["init", "--onnx", "models/bert.onnx", "--triton-release", "24.09"]) == 0
+    out = capsys.readouterr().out
+    assert "# ADJUST tensorrt.shapes" in out
+    (entry,) = yaml.safe_load(out)
+    assert entry["name"] == "bert"
+    assert entry["source"] == {"path": "models/bert.onnx"}
+
+
+def test_cli_appends_to_a_stage_file_which_still_loads(project, capsys):
+    from triton_cdk.config.loader import load_config
+
+    dynamic_batch_model(project / "models" / "classifier.onnx")
+    before = (project / "config" / "dev.yaml").read_text()
+    assert main(["init", "--onnx", "models/classifier.onnx", "--append", "config/dev.yaml"]) == 0
+    after = (project / "config" / "dev.yaml").read_text()
+    assert after.startswith(before.split("\nendpoints:")[0])  # comments and earlier entries untouched
+    config = load_config(project / "config" / "dev.yaml", source_roots=(project,))
+    assert "classifier" in {model.name for model in config.models}
+    assert "# platform: TensorRT engine" in after
+
+
+def test_cli_refuses_a_duplicate_name_and_leaves_the_file(project, capsys):
+    dynamic_batch_model(project / "models" / "resnet50.onnx")
+    before = (project / "config" / "dev.yaml").read_text()
+    assert main(["init", "--onnx", "models/resnet50.onnx", "--append", "config/dev.yaml"]) == 1
+    assert "exists already" in capsys.readouterr().err
+    assert (project / "config" / "dev.yaml").read_text() == before
+
+
+def test_cli_refuses_a_file_outside_the_project(project, tmp_path_factory, capsys):
+    outside = dynamic_batch_model(tmp_path_factory.mktemp("elsewhere") / "m.onnx")
+    assert main(["init", "--onnx", str(outside)]) == 1
+    assert "must be inside the project" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["init", "--onnx", "models/missing.onnx"], "no such ONNX file"),
+        (["init", "--onnx", "models/m.onnx", "--name", "../evil"], "not a valid model name"),
+        (["init", "--onnx", "models/m.onnx", "--instance-type", "ml.g5.huge"], "--instance-type: unknown instance"),
+    ],
+)
+def test_cli_refusals_name_the_argument(project, capsys, argv, message):
+    dynamic_batch_model(project / "models" / "m.onnx")
+    assert main(argv) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_random_bytes_are_refused_cleanly(project, capsys):
+    (project / "models" / "junk.onnx").write_bytes(b"\x00\x01not a model")
+    assert main(["init", "--onnx", "models/junk.onnx"]) == 1
+    assert "junk.onnx" in capsys.readouterr().err

@@ -1,0 +1,385 @@
+"""Inference components: an endpoint whose variant hosts no model, and one component per Triton model.
+
+Facts (CloudFormation AWS::SageMaker::EndpointConfig / InferenceComponent; SageMaker "Scale an endpoint to
+zero instances"; ../shared/README.md "Inference components"):
+- the endpoint config carries the `ExecutionRoleArn`; its variant names no model and scales its
+  instances itself (`ManagedInstanceScaling` {Status, MinInstanceCount >= 0, MaxInstanceCount >= 1})
+  and routes with `RoutingConfig.RoutingStrategy`;
+- each component names its SageMaker Model (`Specification.ModelName`), reserves
+  `ComputeResourceRequirements` per copy, starts `RuntimeConfig.CopyCount` copies and updates with
+  `DeploymentConfig.RollingUpdatePolicy` (batch 5-50 % of the copies, WaitIntervalInSeconds 0-3600,
+  MaximumExecutionTimeoutInSeconds 600-28800) and `AutoRollbackConfiguration.Alarms` (1-10);
+- invocation metrics of a component: namespace `AWS/SageMaker`, dimension `InferenceComponentName`
+  (Invocations, InvocationsPerCopy, ModelLatency, OverheadLatency, Invocation4XXErrors,
+  Invocation5XXErrors, NoCapacityInvocationFailures); utilisation per copy, 0-100 whatever the device
+  count: namespace `/aws/sagemaker/InferenceComponents` (CPUUtilizationNormalized,
+  MemoryUtilizationNormalized, GPUUtilizationNormalized, GPUMemoryUtilizationNormalized)
+  (SageMaker "Amazon SageMaker AI metrics in Amazon CloudWatch").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from model_build.catalogue import INSTANCE_TYPES
+from triton_cdk.serving.component_sizing import ComputeRequirements, fit_problems
+from triton_cdk.serving.endpoint import (
+    INVOCATION_NAMESPACE,
+    INVOKE_ACTIONS,
+    NAME_PATTERN,
+    _EndpointBase,
+    seconds_to_alarm,
+)
+from triton_cdk.serving.triton_model import TritonModel
+
+COMPONENT_NAMESPACE = "/aws/sagemaker/InferenceComponents"
+ROUTING_STRATEGIES = ("LEAST_OUTSTANDING_REQUESTS", "RANDOM")
+COMPONENT_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
+BATCH_PERCENT = (5, 50)
+WAIT_SECONDS = (0, 3600)
+EXECUTION_TIMEOUT_SECONDS = (600, 28800)
+STARTUP_SECONDS = (60, 3600)
+
+
+@dataclass(frozen=True)
+class ComponentVariant:
+    """The endpoint's one variant. Instances: Default: - between 1 and 1; routing: least outstanding requests.
+
+    min_instances 0 lets the endpoint scale to zero instances once every component has 0 copies.
+    """
+
+    instance_type: str
+    name: str = "AllTraffic"
+    initial_instance_count: int = 1
+    min_instances: int = 1
+    max_instances: int = 1
+    routing_strategy: str = "LEAST_OUTSTANDING_REQUESTS"
+    inference_ami_version: str | None = None
+    volume_size_gb: int | None = None
+
+    def problems(self) -> list[str]:
+        found = []
+        if not NAME_PATTERN.match(self.name) or len(self.name) > 63:
+            found.append(f"variant name {self.name!r} must match {NAME_PATTERN.pattern} (at most 63 characters)")
+        if self.min_instances < 0 or self.max_instances < 1 or self.min_instances > self.max_instances:
+            found.append(f"instances must satisfy 0 <= min {self.min_instances} <= max {self.max_instances}, max >= 1")
+        if not max(1, self.min_instances) <= self.initial_instance_count <= self.max_instances:
+            found.append(
+                f"initial_instance_count {self.initial_instance_count} must lie in "
+                f"{max(1, self.min_instances)}..{self.max_instances}"
+            )
+        if self.routing_strategy not in ROUTING_STRATEGIES:
+            found.append(f"routing_strategy {self.routing_strategy!r} is not one of {', '.join(ROUTING_STRATEGIES)}")
+        return found
+
+
+@dataclass(frozen=True)
+class ComponentRollingUpdate:
+    """RollingUpdatePolicy of a component: `batch_percent` of its copies per step, `wait_seconds` of bake
+    (SageMaker watches the rollback alarms only while a batch bakes)."""
+
+    batch_percent: int = 25
+    wait_seconds: int = 900
+    maximum_execution_timeout_seconds: int = 3600
+
+    def problems(self) -> list[str]:
+        found = []
+        for name, value, (low, high) in (
+            ("batch_percent", self.batch_percent, BATCH_PERCENT),
+            ("wait_seconds", self.wait_seconds, WAIT_SECONDS),
+            ("maximum_execution_timeout_seconds", self.maximum_execution_timeout_seconds, EXECUTION_TIMEOUT_SECONDS),
+        ):
+            if not low <= value <= high:
+                found.append(f"rolling {name} must be between {low} and {high}, got {value}")
+        return found
+
+
+class TritonComponentEndpoint(_EndpointBase):
+    """An endpoint config with `ExecutionRoleArn` and one model-less variant, and the endpoint.
+
+    Props:
+    - endpoint_name: the endpoint's name (updated in place); the config's name is generated.
+    - execution_role: the role SageMaker uses for the components' containers.
+    - variant: instance type, managed instance scaling and routing.
+    - network_isolation: isolate every component's container. Default: True.
+
+    Components are added with `add_component`; they update themselves (rolling), so the endpoint
+    itself has no deployment policy.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint_name: str,
+        execution_role: iam.IRole,
+        variant: ComponentVariant,
+        network_isolation: bool = True,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.endpoint_name = endpoint_name
+        self.variant = variant
+        self.variant_names = [variant.name]
+        self.components: list[TritonInferenceComponent] = []
+        problems = variant.problems()
+        if not cdk.Token.is_unresolved(endpoint_name) and (
+            not NAME_PATTERN.match(endpoint_name) or len(endpoint_name) > 63
+        ):
+            problems.append(f"endpoint_name {endpoint_name!r} must match {NAME_PATTERN.pattern} (at most 63 chars)")
+        if problems:
+            raise ValueError(f"TritonComponentEndpoint {self.node.path}: " + "; ".join(problems))
+
+        self.config = sagemaker.CfnEndpointConfig(
+            self,
+            "Config",
+            execution_role_arn=execution_role.role_arn,
+            enable_network_isolation=network_isolation,
+            production_variants=[
+                sagemaker.CfnEndpointConfig.ProductionVariantProperty(
+                    variant_name=variant.name,
+                    instance_type=variant.instance_type,
+                    initial_instance_count=variant.initial_instance_count,
+                    inference_ami_version=variant.inference_ami_version,
+                    volume_size_in_gb=variant.volume_size_gb,
+                    managed_instance_scaling=sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
+                        status="ENABLED",
+                        min_instance_count=variant.min_instances,
+                        max_instance_count=variant.max_instances,
+                    ),
+                    routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(
+                        routing_strategy=variant.routing_strategy
+                    ),
+                )
+            ],
+        )
+        self.resource = sagemaker.CfnEndpoint(
+            self, "Resource", endpoint_name=endpoint_name, endpoint_config_name=self.config.attr_endpoint_config_name
+        )
+
+    @property
+    def scales_to_zero(self) -> bool:
+        return self.variant.min_instances == 0
+
+    def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
+        """InvokeEndpoint on the endpoint and each of its components (IAM lists both resource types)."""
+        arns = [self.endpoint_arn, *(c.component_arn for c in self.components)]
+        return iam.Grant.add_to_principal(grantee=grantee, actions=list(INVOKE_ACTIONS), resource_arns=arns)
+
+    def describe_rollback_alarms_statement(self) -> iam.PolicyStatement | None:
+        """cloudwatch:DescribeAlarms on every component's rollback alarms, for the execution role
+        (SageMaker "Auto-Rollback Configuration and Monitoring")."""
+        alarms = [alarm for component in self.components for alarm in component.rollback_alarms]
+        if not alarms:
+            return None
+        return iam.PolicyStatement(
+            sid="DescribeRollbackAlarms",
+            actions=["cloudwatch:DescribeAlarms"],
+            resources=[alarm.alarm_arn for alarm in alarms],
+        )
+
+
+class TritonInferenceComponent(Construct):
+    """One Triton model served as an inference component of `endpoint`.
+
+    Props:
+    - component_name: InferenceComponentName (fixed: clients address it, scaling targets it).
+    - model: a single-model TritonModel.
+    - requirements: one copy's reservation (`component_sizing.resolve`).
+    - copy_count: copies at deploy time (RuntimeConfig.CopyCount).
+    - rolling: the update policy. Default: - 25 % of the copies per batch, 900 s bake.
+    - model_data_download_timeout_seconds / container_startup_health_check_timeout_seconds:
+      StartupParameters. Default: - SageMaker's.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint: TritonComponentEndpoint,
+        component_name: str,
+        model: TritonModel,
+        requirements: ComputeRequirements,
+        copy_count: int = 1,
+        rolling: ComponentRollingUpdate | None = None,
+        model_data_download_timeout_seconds: int | None = None,
+        container_startup_health_check_timeout_seconds: int | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.endpoint = endpoint
+        self.component_name = component_name
+        self.model = model
+        self.requirements = requirements
+        self.copy_count = copy_count
+        self.rolling = rolling or ComponentRollingUpdate()
+        self.rollback_alarms: list[cloudwatch.IAlarm] = []
+        timeouts = {
+            "model_data_download_timeout_in_seconds": model_data_download_timeout_seconds,
+            "container_startup_health_check_timeout_in_seconds": container_startup_health_check_timeout_seconds,
+        }
+        self._check(timeouts)
+
+        r = requirements
+        self.resource = sagemaker.CfnInferenceComponent(
+            self,
+            "Resource",
+            # The attribute (not the literal name) makes CloudFormation create the endpoint first.
+            endpoint_name=endpoint.resource.attr_endpoint_name,
+            variant_name=endpoint.variant.name,
+            inference_component_name=component_name,
+            specification=sagemaker.CfnInferenceComponent.InferenceComponentSpecificationProperty(
+                model_name=model.model_name,
+                compute_resource_requirements=(
+                    sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty(
+                        number_of_accelerator_devices_required=r.accelerators,
+                        number_of_cpu_cores_required=r.cpu_cores,
+                        min_memory_required_in_mb=r.min_memory_mb,
+                        max_memory_required_in_mb=r.max_memory_mb,
+                    )
+                ),
+                startup_parameters=(
+                    sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty(**timeouts)
+                    if any(v is not None for v in timeouts.values())
+                    else None
+                ),
+            ),
+            runtime_config=sagemaker.CfnInferenceComponent.InferenceComponentRuntimeConfigProperty(
+                copy_count=copy_count
+            ),
+            deployment_config=self._deployment_config(),
+        )
+        endpoint.components.append(self)
+
+    @property
+    def component_arn(self) -> str:
+        return self.resource.attr_inference_component_arn
+
+    def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
+        """An alarm that, while in ALARM during this component's rolling update, rolls it back (at most 10)."""
+        if len(self.rollback_alarms) >= 10:
+            raise ValueError(f"{self.node.path}: AutoRollbackConfiguration takes at most 10 alarms")
+        needed = seconds_to_alarm(alarm)
+        if needed is not None and needed > self.rolling.wait_seconds:
+            raise ValueError(
+                f"{self.node.path}: rollback alarm {alarm.node.path} needs {needed} s to reach ALARM, longer than the "
+                f"{self.rolling.wait_seconds} s bake (wait_seconds); it would never roll anything back"
+            )
+        self.rollback_alarms.append(alarm)
+        self.resource.deployment_config = self._deployment_config()
+
+    def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
+        """InvokeEndpoint with this component's InferenceComponentName."""
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=list(INVOKE_ACTIONS),
+            resource_arns=[self.endpoint.endpoint_arn, self.component_arn],
+        )
+
+    def metric(
+        self,
+        metric_name: str,
+        *,
+        namespace: str = INVOCATION_NAMESPACE,
+        statistic: str = "Average",
+        period: cdk.Duration | None = None,
+        **props,
+    ) -> cloudwatch.Metric:
+        """Any metric of this component (dimension InferenceComponentName)."""
+        return cloudwatch.Metric(
+            namespace=namespace,
+            metric_name=metric_name,
+            dimensions_map={"InferenceComponentName": self.component_name},
+            statistic=statistic,
+            period=period or cdk.Duration.minutes(5),
+            **props,
+        )
+
+    def metric_invocations(self, **props) -> cloudwatch.Metric:
+        """Requests sent to the component. Default statistic: Sum."""
+        return self.metric("Invocations", **{"statistic": "Sum", **props})
+
+    def metric_invocations_per_copy(self, **props) -> cloudwatch.Metric:
+        """Invocations normalised by the copy count (the copy-scaling metric). Default: Sum."""
+        return self.metric("InvocationsPerCopy", **{"statistic": "Sum", **props})
+
+    def metric_model_latency(self, **props) -> cloudwatch.Metric:
+        """Microseconds. Default: Average."""
+        return self.metric("ModelLatency", **props)
+
+    def metric_overhead_latency(self, **props) -> cloudwatch.Metric:
+        """Microseconds. Default: Average."""
+        return self.metric("OverheadLatency", **props)
+
+    def metric_invocation_4xx_errors(self, **props) -> cloudwatch.Metric:
+        """Default: Sum."""
+        return self.metric("Invocation4XXErrors", **{"statistic": "Sum", **props})
+
+    def metric_invocation_5xx_errors(self, **props) -> cloudwatch.Metric:
+        """Default: Sum."""
+        return self.metric("Invocation5XXErrors", **{"statistic": "Sum", **props})
+
+    def metric_no_capacity_invocation_failures(self, **props) -> cloudwatch.Metric:
+        """Requests refused because no copy was running (the scale-from-zero signal). Default: Sum."""
+        return self.metric("NoCapacityInvocationFailures", **{"statistic": "Sum", **props})
+
+    def metric_cpu_utilization(self, **props) -> cloudwatch.Metric:
+        """CPUUtilizationNormalized per copy, 0-100 of the reservation. Default: Average."""
+        return self.metric("CPUUtilizationNormalized", namespace=COMPONENT_NAMESPACE, **props)
+
+    def metric_memory_utilization(self, **props) -> cloudwatch.Metric:
+        """MemoryUtilizationNormalized per copy, 0-100. Default: Average."""
+        return self.metric("MemoryUtilizationNormalized", namespace=COMPONENT_NAMESPACE, **props)
+
+    def metric_gpu_utilization(self, **props) -> cloudwatch.Metric:
+        """GPUUtilizationNormalized per copy, 0-100 of the reserved GPUs. Default: Average."""
+        return self.metric("GPUUtilizationNormalized", namespace=COMPONENT_NAMESPACE, **props)
+
+    def metric_gpu_memory_utilization(self, **props) -> cloudwatch.Metric:
+        """GPUMemoryUtilizationNormalized per copy, 0-100. Default: Average."""
+        return self.metric("GPUMemoryUtilizationNormalized", namespace=COMPONENT_NAMESPACE, **props)
+
+    def _deployment_config(self) -> sagemaker.CfnInferenceComponent.InferenceComponentDeploymentConfigProperty:
+        ic = sagemaker.CfnInferenceComponent
+        return ic.InferenceComponentDeploymentConfigProperty(
+            rolling_update_policy=ic.InferenceComponentRollingUpdatePolicyProperty(
+                maximum_batch_size=ic.InferenceComponentCapacitySizeProperty(
+                    type="CAPACITY_PERCENT", value=self.rolling.batch_percent
+                ),
+                wait_interval_in_seconds=self.rolling.wait_seconds,
+                maximum_execution_timeout_in_seconds=self.rolling.maximum_execution_timeout_seconds,
+            ),
+            auto_rollback_configuration=(
+                ic.AutoRollbackConfigurationProperty(
+                    alarms=[ic.AlarmProperty(alarm_name=a.alarm_name) for a in self.rollback_alarms]
+                )
+                if self.rollback_alarms
+                else None
+            ),
+        )
+
+    def _check(self, timeouts: dict[str, int | None]) -> None:
+        problems = list(self.rolling.problems())
+        name = self.component_name
+        if not COMPONENT_NAME_PATTERN.match(name) or len(name) > 63:
+            problems.append(f"component_name {name!r} must match {COMPONENT_NAME_PATTERN.pattern} (at most 63 chars)")
+        if self.model.mode != "SingleModel":
+            problems.append("a component runs a single-model TritonModel (SAGEMAKER_TRITON_DEFAULT_MODEL_NAME)")
+        if self.copy_count < 0:
+            problems.append(f"copy_count must be >= 0, got {self.copy_count}")
+        for field, value in timeouts.items():
+            if value is not None and not STARTUP_SECONDS[0] <= value <= STARTUP_SECONDS[1]:
+                problems.append(f"{field} must be between {STARTUP_SECONDS[0]} and {STARTUP_SECONDS[1]}, got {value}")
+        instance = INSTANCE_TYPES.get(self.endpoint.variant.instance_type)  # types outside the catalogue: not judged
+        if instance is not None:
+            fits = fit_problems(instance, self.requirements)
+            problems += [f"requirements.{field}: {message}" for field, message in fits]
+        if problems:
+            raise ValueError(f"TritonInferenceComponent {self.node.path}: " + "; ".join(problems))
