@@ -125,7 +125,8 @@ def served_type(spec: TensorSpec, settings: ModelSettings, triton_release: str |
             raise InvalidModelError(
                 f"{source}: {role} {spec.name!r} has ONNX type {spec.onnx_type}, which TensorRT engines carry "
                 f"differently per Triton release (TensorRT 8.6, Triton 23.12-24.03, turns INT64 into INT32; "
-                f"BF16 needs 24.09+); give the serving release: --triton-release YY.MM (or use --config)"
+                f"BF16 needs 24.09+); give the serving release: --triton-release YY.MM (or a stage file: "
+                "--config, or --append for init)"
             )
         allowed = sorted(ANY_TENSORRT_CONFIG_TYPE)
         where = "no Triton release's TensorRT backend can serve"

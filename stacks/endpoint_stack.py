@@ -314,7 +314,6 @@ class EndpointStack(cdk.Stack):
         )
         d = settings.deployment
         rolling = ComponentRollingUpdate(
-            batch_percent=d.rolling_batch_percent,
             wait_seconds=d.wait_seconds,
             maximum_execution_timeout_seconds=d.maximum_execution_timeout_seconds,
         )

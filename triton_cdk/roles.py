@@ -54,13 +54,15 @@ class SageMakerExecutionRole(Construct):
             iam.PolicyStatement(
                 sid="WriteLogs",
                 actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                # Inference components' containers log to /aws/sagemaker/InferenceComponents/<name>.
                 resources=[
                     stack.format_arn(
                         service="logs",
                         resource="log-group",
-                        resource_name="/aws/sagemaker/Endpoints/*",
+                        resource_name=f"/aws/sagemaker/{group}/*",
                         arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
                     )
+                    for group in ("Endpoints", "InferenceComponents")
                 ],
             ),
             # cloudwatch:PutMetricData has no resource type; the namespace condition narrows it.
@@ -83,6 +85,7 @@ class SageMakerExecutionRole(Construct):
                 f"Resource::<{stack.get_logical_id(store.bucket.node.default_child)}.Arn>/{store.model_prefix}*",
                 "Resource::*",
                 "Resource::" + arn_pattern(self, "logs", "log-group:/aws/sagemaker/Endpoints/*"),
+                "Resource::" + arn_pattern(self, "logs", "log-group:/aws/sagemaker/InferenceComponents/*"),
             ],
         )
 

@@ -176,6 +176,9 @@ def test_component_rollback_alarms_are_describable_and_reach_alarm_within_the_ba
             rolling = config["RollingUpdatePolicy"]
             size = rolling["MaximumBatchSize"]
             assert size["Type"] == "COPY_COUNT" or 5 <= size["Value"] <= 50, shipped.label
+            # Without it a rollback replaces the whole fleet at once (RollbackMaximumBatchSize: "the default
+            # value is 100%"), which needs room for every copy twice.
+            assert rolling.get("RollbackMaximumBatchSize", {}).get("Type") == "COPY_COUNT", shipped.label
             for alarm in config.get("AutoRollbackConfiguration", {}).get("Alarms", []):
                 alarm_id = _ref(alarm["AlarmName"])
                 granting = [

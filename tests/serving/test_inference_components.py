@@ -142,7 +142,7 @@ def test_copies_scale_on_invocations_per_copy_and_wake_from_zero(example, raw):
                 "ScalableDimension": "sagemaker:inference-component:DesiredCopyCount",
                 "ServiceNamespace": "sagemaker",
                 "MinCapacity": 0,
-                "MaxCapacity": 2,
+                "MaxCapacity": {"components-triton-components-resnet50": 2}.get(name, 1),  # max_copies
             },
         )
         t.has_resource_properties(
@@ -202,7 +202,10 @@ def test_rolling_update_rolls_back_on_the_components_own_alarms(raw):
     for name, props in _components(raw).items():
         config = props["DeploymentConfig"]
         assert config["RollingUpdatePolicy"] == {
-            "MaximumBatchSize": {"Type": "CAPACITY_PERCENT", "Value": 50},
+            # One copy per step and per rollback step (independent review: a percentage of one copy,
+            # and a whole-fleet rollback that needs room the instance does not have).
+            "MaximumBatchSize": {"Type": "COPY_COUNT", "Value": 1},
+            "RollbackMaximumBatchSize": {"Type": "COPY_COUNT", "Value": 1},
             "WaitIntervalInSeconds": 900,
             "MaximumExecutionTimeoutInSeconds": 3600,
         }
@@ -428,3 +431,24 @@ def test_the_component_refuses_a_rollback_alarm_slower_than_the_bake():
     slow = cloudwatch.Alarm(stack, "Slow", metric=metric, threshold=1, evaluation_periods=2, datapoints_to_alarm=2)
     with pytest.raises(ValueError, match="needs 900 s to reach ALARM, longer than the 300 s bake"):
         component.add_rollback_alarm(slow)
+
+
+def test_a_layout_without_room_for_one_more_copy_is_refused(tmp_path):
+    """A rolling step starts a new copy before it stops an old one (InferenceComponentRollingUpdatePolicy:
+    "provisions capacity on the new endpoint fleet ... and terminates capacity on the old"): at the most
+    copies, one more copy of the largest component must still fit (independent review)."""
+    import yaml
+
+    from triton_cdk.config.loader import ConfigError, load_config
+
+    document = yaml.safe_load((EXAMPLES / "components.yaml").read_text())
+    endpoint = document["endpoints"][0]
+    endpoint["inference_components"]["components"]["yolov5s"]["max_copies"] = 2  # 2 + 2 copies = 4 GPUs, no room
+    (tmp_path / "components.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    with pytest.raises(ConfigError, match=r"inference_components.max_instances: the most copies plus one more"):
+        load_config(tmp_path / "components.yaml")
+    endpoint["inference_components"]["components"]["yolov5s"]["max_copies"] = 1
+    endpoint["deployment"]["rolling_batch_percent"] = 50
+    (tmp_path / "components.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    with pytest.raises(ConfigError, match=r"deployment.rolling_batch_percent: inference components roll one copy"):
+        load_config(tmp_path / "components.yaml")

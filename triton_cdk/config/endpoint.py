@@ -432,6 +432,24 @@ def _component_problems(endpoint: EndpointSettings) -> list[str]:
     placement = component_sizing.placement_problem(instance, settings.max_instances, copies)
     if placement and not any("inference_components.components." in p for p in problems):
         problems.append(f"inference_components.max_instances: {placement}")
+    elif copies and not any("inference_components" in p for p in problems):
+        # A rolling update starts a new copy before it stops an old one (InferenceComponentRollingUpdatePolicy):
+        # at the most copies, one more copy of the largest component must still fit.
+        at_most = {
+            m: (settings.components.get(m, ComponentSettings()).max_copies or n, r) for m, (n, r) in copies.items()
+        }
+        largest = max(copies, key=lambda m: (copies[m][1].accelerators or 0, copies[m][1].cpu_cores))
+        at_most["one more during an update"] = (1, copies[largest][1])
+        headroom = component_sizing.placement_problem(
+            instance, settings.max_instances, at_most, "the most copies plus one more during a rolling update"
+        )
+        if headroom:
+            problems.append(f"inference_components.max_instances: {headroom}; raise max_instances or lower max_copies")
+    if "rolling_batch_percent" in endpoint.deployment.model_fields_set:
+        problems.append(
+            "deployment.rolling_batch_percent: inference components roll one copy at a time (a percentage of a "
+            "one-copy component is less than a copy); leave it out"
+        )
     return problems
 
 

@@ -17,7 +17,7 @@ from model_build.config_yaml import read_config_document
 from model_build.errors import ModelBuildError
 from model_build.settings import StrictModel, repeated
 from triton_cdk.config.app import AppConfig
-from triton_cdk.config.loader import CONFIG_DIR, ConfigError, load_stage
+from triton_cdk.config.loader import CONFIG_DIR, ConfigError, load_stage, shown_path
 
 PIPELINE_CONFIG_PATH = CONFIG_DIR / "pipeline.yaml"
 PLACEHOLDER_CONNECTION_MARKER = "REPLACE-ME"
@@ -211,7 +211,7 @@ def load_pipeline_config(path: Path = PIPELINE_CONFIG_PATH) -> PipelineConfig:
     try:
         return PipelineConfig.model_validate(document.data)
     except ValidationError as error:
-        raise ConfigError(format_validation_error(str(path), error, document=document)) from None
+        raise ConfigError(format_validation_error(str(shown_path(path)), error, document=document)) from None
 
 
 def load_pipeline(
@@ -231,5 +231,6 @@ def load_pipeline(
         raise ConfigError("\n".join(errors))
     problems = pipeline_problems(pipeline, stages)
     if problems:
-        raise ConfigError("\n".join(f"{path}: {field}: {message}" for field, message in problems))
+        shown = shown_path(path)
+        raise ConfigError("\n".join(f"{shown}: {field}: {message}" for field, message in problems))
     return pipeline, stages

@@ -108,9 +108,11 @@ class TritonComponentMonitoring(Construct):
             ),
             _AlarmSpec(
                 "memory",
-                f"MemoryUtilizationNormalized above {t.memory_percent:g} %",
+                f"memory above {t.memory_percent:g} % of the component's maximum ({_max_memory_mb(c)} MB)",
                 lambda: c.metric_memory_utilization(period=period),
-                t.memory_percent,
+                # MemoryUtilizationNormalized is relative to MinMemoryRequiredInMb ("SageMaker AI metrics in
+                # CloudWatch"), which a container may exceed up to its maximum: alarm on the share of the maximum.
+                t.memory_percent * _max_memory_mb(c) / c.requirements.min_memory_mb,
                 GT,
             ),
         ]
@@ -234,3 +236,8 @@ class TritonComponentMonitoring(Construct):
                 ]
             )
         return rows
+
+
+def _max_memory_mb(component: TritonInferenceComponent) -> int:
+    """The most memory a copy may use: its MaxMemoryRequiredInMb, else its reservation."""
+    return component.requirements.max_memory_mb or component.requirements.min_memory_mb

@@ -42,7 +42,6 @@ from triton_cdk.serving.triton_model import TritonModel
 COMPONENT_NAMESPACE = "/aws/sagemaker/InferenceComponents"
 ROUTING_STRATEGIES = ("LEAST_OUTSTANDING_REQUESTS", "RANDOM")
 COMPONENT_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
-BATCH_PERCENT = (5, 50)
 WAIT_SECONDS = (0, 3600)
 EXECUTION_TIMEOUT_SECONDS = (600, 28800)
 STARTUP_SECONDS = (60, 3600)
@@ -82,17 +81,21 @@ class ComponentVariant:
 
 @dataclass(frozen=True)
 class ComponentRollingUpdate:
-    """RollingUpdatePolicy of a component: `batch_percent` of its copies per step, `wait_seconds` of bake
-    (SageMaker watches the rollback alarms only while a batch bakes)."""
+    """RollingUpdatePolicy of a component: one copy per step and per rollback step, `wait_seconds` of bake
+    (SageMaker watches the rollback alarms only while a batch bakes).
 
-    batch_percent: int = 25
+    One copy, not a percentage: each step "provisions capacity on the new endpoint fleet" before it
+    terminates old capacity, and a percentage of a one-copy component is less than a copy (the API allows
+    5-50 % of the copy count and leaves the rounding undocumented); RollbackMaximumBatchSize otherwise
+    defaults to the whole fleet at once (CreateInferenceComponent, InferenceComponentRollingUpdatePolicy).
+    The headroom one copy needs is checked at synth (component_sizing, config load)."""
+
     wait_seconds: int = 900
     maximum_execution_timeout_seconds: int = 3600
 
     def problems(self) -> list[str]:
         found = []
         for name, value, (low, high) in (
-            ("batch_percent", self.batch_percent, BATCH_PERCENT),
             ("wait_seconds", self.wait_seconds, WAIT_SECONDS),
             ("maximum_execution_timeout_seconds", self.maximum_execution_timeout_seconds, EXECUTION_TIMEOUT_SECONDS),
         ):
@@ -350,9 +353,8 @@ class TritonInferenceComponent(Construct):
         ic = sagemaker.CfnInferenceComponent
         return ic.InferenceComponentDeploymentConfigProperty(
             rolling_update_policy=ic.InferenceComponentRollingUpdatePolicyProperty(
-                maximum_batch_size=ic.InferenceComponentCapacitySizeProperty(
-                    type="CAPACITY_PERCENT", value=self.rolling.batch_percent
-                ),
+                maximum_batch_size=ic.InferenceComponentCapacitySizeProperty(type="COPY_COUNT", value=1),
+                rollback_maximum_batch_size=ic.InferenceComponentCapacitySizeProperty(type="COPY_COUNT", value=1),
                 wait_interval_in_seconds=self.rolling.wait_seconds,
                 maximum_execution_timeout_in_seconds=self.rolling.maximum_execution_timeout_seconds,
             ),
