@@ -22,6 +22,7 @@ from triton_cdk.config.endpoint import (
     EndpointSettings,
     InferenceComponentsSettings,
     component_name,
+    component_requirements,
 )
 from triton_cdk.images import TritonImageLookup
 from triton_cdk.nag import acknowledge
@@ -36,7 +37,6 @@ from triton_cdk.serving import (
     TritonEndpointScaling,
     TritonModel,
     TritonModelData,
-    component_sizing,
 )
 from triton_cdk.serving.autoscaling import ScalingSettings, ScheduledCapacity
 from triton_cdk.serving.component_monitoring import TritonComponentMonitoring
@@ -340,14 +340,7 @@ class EndpointStack(cdk.Stack):
                 endpoint=self.endpoint,
                 component_name=component_name(endpoint_name, name),
                 model=model,
-                requirements=component_sizing.resolve(
-                    instance,
-                    len(located.models),
-                    accelerators=c.accelerators,
-                    cpu_cores=c.cpu_cores,
-                    min_memory_mb=c.min_memory_mb,
-                    max_memory_mb=c.max_memory_mb,
-                ),
+                requirements=component_requirements(settings, name, instance),
                 copy_count=c.copy_count,
                 rolling=rolling,
                 model_data_download_timeout_seconds=c.model_data_download_timeout_seconds

@@ -135,22 +135,32 @@ def _ort_compare_dims(model: str, name: str, model_shape, dims, max_batch_size: 
             m == f for m, f in zip(model_shape, full, strict=False) if exact or m != DYNAMIC
         )
         if not same:
-            return (
-                f"model '{model}', tensor '{name}': the model expects {len(model_shape)} dimensions (shape "
-                f"{shape(model_shape)}) but the model configuration specifies {len(full)} dimensions (an initial "
-                f"batch dimension because max_batch_size > 0 followed by the explicit tensor shape, making complete "
-                f"shape {shape(full)})"
-            )
+            return _dims_mismatch(model, name, model_shape, full, batched=True)
         return None
     same = len(model_shape) == len(dims) and all(
         m == d for m, d in zip(model_shape, dims, strict=False) if exact or m != DYNAMIC
     )
     if not same:
-        return (
-            f"model '{model}', tensor '{name}': the model expects {len(model_shape)} dimensions (shape "
-            f"{shape(model_shape)}) but the model configuration specifies {len(dims)} dimensions (shape {shape(dims)})"
-        )
+        return _dims_mismatch(model, name, model_shape, dims, batched=False)
     return None
+
+
+def _dims_mismatch(model: str, name: str, model_shape, config_shape, *, batched: bool) -> str:
+    """The backends' text for a model shape the config does not match (onnxruntime and tensorrt backends
+    word it alike); `config_shape` includes the batch dimension when `batched`."""
+    expected = (
+        f"model '{model}', tensor '{name}': the model expects {len(model_shape)} dimensions "
+        f"(shape {shape(model_shape)})"
+    )
+    if batched:
+        return (
+            f"{expected} but the model configuration specifies {len(config_shape)} dimensions (an initial batch "
+            f"dimension because max_batch_size > 0 followed by the explicit tensor shape, making complete shape "
+            f"{shape(config_shape)})"
+        )
+    return (
+        f"{expected} but the model configuration specifies {len(config_shape)} dimensions (shape {shape(config_shape)})"
+    )
 
 
 def _scalar(model: str, name: str, dims) -> str | None:
@@ -325,21 +335,13 @@ def _trt_compare_dims(model: str, name: str, model_shape, dims, batching: bool) 
             m == f for m, f in zip(model_shape, full, strict=False) if m != DYNAMIC and f != DYNAMIC
         )
         if not same:
-            return (
-                f"model '{model}', tensor '{name}': the model expects {len(model_shape)} dimensions (shape "
-                f"{shape(model_shape)}) but the model configuration specifies {len(full)} dimensions (an initial "
-                f"batch dimension because max_batch_size > 0 followed by the explicit tensor shape, making complete "
-                f"shape {shape(full)})"
-            )
+            return _dims_mismatch(model, name, model_shape, full, batched=True)
         return None
     same = len(model_shape) == len(dims) and all(
         m == d for m, d in zip(model_shape, dims, strict=False) if m != DYNAMIC and d != DYNAMIC
     )
     if not same:
-        return (
-            f"model '{model}', tensor '{name}': the model expects {len(model_shape)} dimensions (shape "
-            f"{shape(model_shape)}) but the model configuration specifies {len(dims)} dimensions (shape {shape(dims)})"
-        )
+        return _dims_mismatch(model, name, model_shape, dims, batched=False)
     return None
 
 

@@ -41,3 +41,36 @@ def read_assembly_templates(config: str, assembly_dir: Path) -> Iterator[Shipped
         elif artifact.get("type") == "cdk:cloud-assembly":
             nested = assembly_dir / artifact["properties"]["directoryName"]
             yield from read_assembly_templates(f"{config}:{nested.name}", nested)
+
+
+def listed(value) -> list:
+    """A CloudFormation/IAM field that may hold one value or a list of them, as a list."""
+    return value if isinstance(value, list) else [value]
+
+
+def statements_of(document: dict) -> list[dict]:
+    """A policy document's statements (`Statement` may be one object or a list)."""
+    return listed(document.get("Statement", []))
+
+
+def logical_id_of(value) -> str | None:
+    """The logical id a `Ref` or `Fn::GetAtt` points at; None for anything else."""
+    if isinstance(value, dict):
+        if "Ref" in value:
+            return value["Ref"]
+        if "Fn::GetAtt" in value:
+            return value["Fn::GetAtt"][0]
+    return None
+
+
+def seconds_to_alarm(alarm: dict) -> int:
+    """Shortest time an AWS::CloudWatch::Alarm needs to reach ALARM: (datapoints to alarm + 1) x its period.
+
+    One period more than the breaching datapoints: a period's datapoint is evaluated only once it has closed
+    and the metric arrived (found by an independent review: 2 x 300 s alarms in a 600 s bake never fired).
+    """
+    props = alarm["Properties"]
+    periods = [props.get("Period")] + [
+        query.get("Period") or query.get("MetricStat", {}).get("Period") for query in props.get("Metrics", [])
+    ]
+    return max(p for p in periods if p) * ((props.get("DatapointsToAlarm") or props["EvaluationPeriods"]) + 1)

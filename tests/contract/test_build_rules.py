@@ -10,7 +10,7 @@ import json
 import re
 from collections import defaultdict
 
-from contract_helpers import ShippedTemplate, resources_of
+from contract_helpers import ShippedTemplate, listed, resources_of, statements_of
 
 ARTIFACT_TYPE = "Custom::TritonModelArtifact"
 MAX_SERVICE_TIMEOUT = 3600  # CloudFormation: custom resource ServiceTimeout, 1..3600 seconds
@@ -26,15 +26,6 @@ def _by_app(shipped_templates: list[ShippedTemplate]) -> dict[str, list[ShippedT
 
 def _ref(value: object) -> str | None:
     return value.get("Ref") if isinstance(value, dict) else None
-
-
-def _statements(document: dict) -> list[dict]:
-    found = document.get("Statement", [])
-    return found if isinstance(found, list) else [found]
-
-
-def _listed(value: object) -> list:
-    return value if isinstance(value, list) else [value]
 
 
 def test_no_build_project_limits_concurrency_below_the_builds_a_deployment_starts(shipped_templates) -> None:
@@ -79,10 +70,10 @@ def _role_statements(app: list[ShippedTemplate]) -> dict[tuple[str, str], list[d
         for policy in resources_of(shipped.template, "AWS::IAM::Policy").values():
             for role in policy["Properties"].get("Roles", []):
                 if identity := _role_identity(shipped, role):
-                    found[identity] += _statements(policy["Properties"]["PolicyDocument"])
+                    found[identity] += statements_of(policy["Properties"]["PolicyDocument"])
         for logical_id, role in resources_of(shipped.template, "AWS::IAM::Role").items():
             for inline in role["Properties"].get("Policies", []):
-                found[(shipped.stack, logical_id)] += _statements(inline["PolicyDocument"])
+                found[(shipped.stack, logical_id)] += statements_of(inline["PolicyDocument"])
     return found
 
 
@@ -115,8 +106,8 @@ def test_every_codebuild_role_reading_an_s3_source_may_locate_its_bucket(shipped
                     action
                     for statement in statements.get(role, [])
                     if statement.get("Effect") == "Allow"
-                    and any(r == "*" or bucket in json.dumps(r) for r in _listed(statement["Resource"]))
-                    for action in _listed(statement["Action"])
+                    and any(r == "*" or bucket in json.dumps(r) for r in listed(statement["Resource"]))
+                    for action in listed(statement["Action"])
                 }
                 missing = {"s3:GetBucketAcl", "s3:GetBucketLocation"} - granted
                 if missing:
@@ -175,7 +166,7 @@ def test_every_build_wait_outlasts_codebuilds_own_timeouts(shipped_templates) ->
             timeout = int(wait["Properties"]["Timeout"])
             if not budget < timeout <= MAX_WAIT_CONDITION_TIMEOUT:
                 problems.append(f"{shipped.label}: {logical_id} Timeout {timeout} vs build budget {budget} s")
-            if artifact_id not in _listed(wait.get("DependsOn", [])):
+            if artifact_id not in listed(wait.get("DependsOn", [])):
                 problems.append(f"{shipped.label}: {logical_id} does not wait for {artifact_id} to start the build")
     assert checked, "no build wait condition: the rule would pass vacuously"
     assert not problems, "\n".join(problems)
@@ -232,18 +223,18 @@ def _kms_statements(template: dict) -> list[tuple[dict, bool]]:
     """(statement, in a key policy) for every statement conditioned on kms:ViaService."""
     found = []
     for policy in resources_of(template, "AWS::IAM::Policy").values():
-        found += [(s, False) for s in _statements(policy["Properties"]["PolicyDocument"])]
+        found += [(s, False) for s in statements_of(policy["Properties"]["PolicyDocument"])]
     for role in resources_of(template, "AWS::IAM::Role").values():
         for inline in role["Properties"].get("Policies", []):
-            found += [(s, False) for s in _statements(inline["PolicyDocument"])]
+            found += [(s, False) for s in statements_of(inline["PolicyDocument"])]
     for key in resources_of(template, "AWS::KMS::Key").values():
-        found += [(s, True) for s in _statements(key["Properties"].get("KeyPolicy", {}))]
+        found += [(s, True) for s in statements_of(key["Properties"].get("KeyPolicy", {}))]
     return [(s, k) for s, k in found if any("kms:ViaService" in c for c in s.get("Condition", {}).values())]
 
 
 def _names_no_key(statement: dict) -> bool:
     """An identity-policy statement that cannot name its key: `*` or a wildcard key ARN."""
-    return any(r == "*" or ":key/*" in json.dumps(r) for r in _listed(statement.get("Resource", [])))
+    return any(r == "*" or ":key/*" in json.dumps(r) for r in listed(statement.get("Resource", [])))
 
 
 def test_kms_via_service_names_the_region_of_the_bucket_s3_reads(shipped_templates) -> None:
@@ -287,7 +278,7 @@ def test_kms_via_service_names_the_region_of_the_bucket_s3_reads(shipped_templat
                 own = [{"Fn::Join": ["", ["s3.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]}]
                 if own_region:
                     own.append(f"s3.{own_region}.amazonaws.com")
-                for value in _listed(via):
+                for value in listed(via):
                     s3 = isinstance(value, dict) or value.startswith("s3.")
                     if s3 and value not in own:
                         problems.append(

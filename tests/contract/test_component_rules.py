@@ -10,24 +10,11 @@ from __future__ import annotations
 
 import re
 
-from contract_helpers import ShippedTemplate, resources_of
+from contract_helpers import ShippedTemplate, listed, logical_id_of, resources_of, seconds_to_alarm
 
 from model_build.catalogue import INSTANCE_TYPES
 
 NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
-
-
-def _listed(value) -> list:
-    return value if isinstance(value, list) else [value]
-
-
-def _ref(value) -> str | None:
-    if isinstance(value, dict):
-        if "Ref" in value:
-            return value["Ref"]
-        if "Fn::GetAtt" in value:
-            return value["Fn::GetAtt"][0]
-    return None
 
 
 def _with_components(templates: list[ShippedTemplate]) -> list[ShippedTemplate]:
@@ -36,8 +23,8 @@ def _with_components(templates: list[ShippedTemplate]) -> list[ShippedTemplate]:
 
 def _variant_of(template: dict, component: dict) -> dict:
     """The production variant that hosts a component (through its endpoint and endpoint config)."""
-    endpoint = template["Resources"][_ref(component["Properties"]["EndpointName"])]
-    config = template["Resources"][_ref(endpoint["Properties"]["EndpointConfigName"])]
+    endpoint = template["Resources"][logical_id_of(component["Properties"]["EndpointName"])]
+    config = template["Resources"][logical_id_of(endpoint["Properties"]["EndpointConfigName"])]
     (variant,) = [
         v
         for v in config["Properties"]["ProductionVariants"]
@@ -75,7 +62,7 @@ def test_components_run_single_model_triton_with_its_default_model(shipped_templ
     model is never a multi-model container."""
     for shipped in _with_components(shipped_templates):
         for component in resources_of(shipped.template, "AWS::SageMaker::InferenceComponent").values():
-            model = shipped.template["Resources"][_ref(component["Properties"]["Specification"]["ModelName"])]
+            model = shipped.template["Resources"][logical_id_of(component["Properties"]["Specification"]["ModelName"])]
             container = model["Properties"]["PrimaryContainer"]
             assert container.get("Mode", "SingleModel") == "SingleModel", shipped.label
             assert container["Environment"]["SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"], shipped.label
@@ -136,7 +123,7 @@ def test_scale_to_zero_has_the_documented_wake_path(shipped_templates):
                 i
                 for i, p in policies.items()
                 if p["Properties"]["PolicyType"] == "StepScaling"
-                and _ref(p["Properties"]["ScalingTargetId"]) == target_id
+                and logical_id_of(p["Properties"]["ScalingTargetId"]) == target_id
             ]
             (step,) = steps
             config = policies[step]["Properties"]["StepScalingPolicyConfiguration"]
@@ -145,22 +132,13 @@ def test_scale_to_zero_has_the_documented_wake_path(shipped_templates):
             waking = [
                 a["Properties"]
                 for a in alarms
-                if any(_ref(action) == step for action in a["Properties"].get("AlarmActions", []))
+                if any(logical_id_of(action) == step for action in a["Properties"].get("AlarmActions", []))
             ]
             (alarm,) = waking
             assert (alarm["Namespace"], alarm["MetricName"]) == ("AWS/SageMaker", "NoCapacityInvocationFailures")
             assert alarm["Dimensions"] == [{"Name": "InferenceComponentName", "Value": name}], shipped.label
             checked += 1
     assert checked
-
-
-def _seconds_to_alarm(alarm: dict) -> int:
-    props = alarm["Properties"]
-    periods = [props.get("Period")] + [
-        query.get("Period") or query.get("MetricStat", {}).get("Period") for query in props.get("Metrics", [])
-    ]
-    # One period more than the breaching datapoints, as in test_serving_rules.py: a period is evaluated once closed.
-    return max(p for p in periods if p) * ((props.get("DatapointsToAlarm") or props["EvaluationPeriods"]) + 1)
 
 
 def test_component_rollback_alarms_are_describable_and_reach_alarm_within_the_bake(shipped_templates):
@@ -180,15 +158,15 @@ def test_component_rollback_alarms_are_describable_and_reach_alarm_within_the_ba
             # value is 100%"), which needs room for every copy twice.
             assert rolling.get("RollbackMaximumBatchSize", {}).get("Type") == "COPY_COUNT", shipped.label
             for alarm in config.get("AutoRollbackConfiguration", {}).get("Alarms", []):
-                alarm_id = _ref(alarm["AlarmName"])
+                alarm_id = logical_id_of(alarm["AlarmName"])
                 granting = [
                     policy_id
                     for policy_id, policy in policies.items()
-                    for s in _listed(policy["Properties"]["PolicyDocument"]["Statement"])
-                    if "cloudwatch:DescribeAlarms" in _listed(s["Action"])
-                    and {"Fn::GetAtt": [alarm_id, "Arn"]} in _listed(s["Resource"])
+                    for s in listed(policy["Properties"]["PolicyDocument"]["Statement"])
+                    if "cloudwatch:DescribeAlarms" in listed(s["Action"])
+                    and {"Fn::GetAtt": [alarm_id, "Arn"]} in listed(s["Resource"])
                 ]
-                assert set(granting) & set(_listed(component.get("DependsOn", []))), shipped.label
-                assert _seconds_to_alarm(template["Resources"][alarm_id]) <= rolling["WaitIntervalInSeconds"]
+                assert set(granting) & set(listed(component.get("DependsOn", []))), shipped.label
+                assert seconds_to_alarm(template["Resources"][alarm_id]) <= rolling["WaitIntervalInSeconds"]
                 checked += 1
     assert checked

@@ -9,14 +9,9 @@ upload (and every multipart upload) to the bucket is refused.
 
 from __future__ import annotations
 
-from contract_helpers import resources_of
+from contract_helpers import resources_of, statements_of
 
 HEADER_KEY_PREFIX = "s3:x-amz-"
-
-
-def _statements(policy: dict) -> list[dict]:
-    statements = policy.get("Statement", [])
-    return statements if isinstance(statements, list) else [statements]
 
 
 def header_key_problems(statement: dict) -> list[str]:
@@ -40,7 +35,7 @@ def test_bucket_policy_denies_on_headers_apply_only_when_the_header_is_sent(ship
     problems, checked = [], 0
     for shipped in shipped_templates:
         for logical_id, policy in resources_of(shipped.template, "AWS::S3::BucketPolicy").items():
-            for statement in _statements(policy["Properties"]["PolicyDocument"]):
+            for statement in statements_of(policy["Properties"]["PolicyDocument"]):
                 checked += 1
                 problems += [f"{shipped.label}/{logical_id}: {p}" for p in header_key_problems(statement)]
     assert checked

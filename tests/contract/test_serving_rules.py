@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 
-from contract_helpers import ShippedTemplate, resources_of
+from contract_helpers import ShippedTemplate, listed, logical_id_of, resources_of, seconds_to_alarm, statements_of
 
 from model_build import drivers
 from model_build.catalogue import INSTANCE_TYPES
@@ -18,33 +18,15 @@ SERVICE_CONDITIONS = ("aws:SourceAccount", "aws:SourceArn")
 IMAGE_RELEASE = re.compile(r"sagemaker-tritonserver:(\d\d\.\d\d)-py3")
 
 
-def _statements(document: dict) -> list[dict]:
-    statements = document.get("Statement", [])
-    return statements if isinstance(statements, list) else [statements]
-
-
-def _listed(value) -> list:
-    return value if isinstance(value, list) else [value]
-
-
 def _service_principals(statement: dict) -> list[str]:
     principal = statement.get("Principal")
     if not isinstance(principal, dict):
         return []
-    return [p for p in _listed(principal.get("Service", [])) if isinstance(p, str)]
+    return [p for p in listed(principal.get("Service", [])) if isinstance(p, str)]
 
 
 def _condition_keys(statement: dict) -> set[str]:
     return {key for operator in statement.get("Condition", {}).values() for key in operator}
-
-
-def _ref(value) -> str | None:
-    if isinstance(value, dict):
-        if "Ref" in value:
-            return value["Ref"]
-        if "Fn::GetAtt" in value:
-            return value["Fn::GetAtt"][0]
-    return None
 
 
 def _with(templates: list[ShippedTemplate], resource_type: str) -> list[ShippedTemplate]:
@@ -57,7 +39,7 @@ def _alarms_by_topic(template: dict) -> dict[str, list[str]]:
     for alarm in resources_of(template, "AWS::CloudWatch::Alarm").values():
         props = alarm["Properties"]
         for action in props.get("AlarmActions", []) + props.get("OKActions", []):
-            topic = _ref(action)
+            topic = logical_id_of(action)
             if template["Resources"].get(topic, {}).get("Type") != "AWS::SNS::Topic":
                 continue  # e.g. a scaling policy (inference components' wake-from-zero alarms)
             if topic and props.get("AlarmName") not in found.setdefault(topic, []):
@@ -80,8 +62,8 @@ def test_alarm_topics_let_cloudwatch_publish_for_exactly_their_alarms(shipped_te
         template = shipped.template
         policies = resources_of(template, "AWS::SNS::TopicPolicy").values()
         for topic, alarm_names in _alarms_by_topic(template).items():
-            (policy,) = [p for p in policies if any(_ref(t) == topic for t in p["Properties"]["Topics"])]
-            statements = _statements(policy["Properties"]["PolicyDocument"])
+            (policy,) = [p for p in policies if any(logical_id_of(t) == topic for t in p["Properties"]["Topics"])]
+            statements = statements_of(policy["Properties"]["PolicyDocument"])
             assert any(
                 s["Effect"] == "Deny" and s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false"
                 for s in statements
@@ -90,7 +72,7 @@ def test_alarm_topics_let_cloudwatch_publish_for_exactly_their_alarms(shipped_te
                 s
                 for s in statements
                 if s["Effect"] == "Allow" and "cloudwatch.amazonaws.com" in _service_principals(s)
-                if "sns:Publish" in _listed(s["Action"])
+                if "sns:Publish" in listed(s["Action"])
             ]
             assert allows, f"{shipped.label}: topic {topic} has no CloudWatch publish statement"
             for statement in allows:
@@ -112,13 +94,13 @@ def test_keys_of_alarm_topics_let_cloudwatch_encrypt(shipped_templates):
         for topic in _alarms_by_topic(template):
             key_id = template["Resources"][topic]["Properties"].get("KmsMasterKeyId")
             assert key_id is not None and "alias/aws/sns" not in json.dumps(key_id), shipped.label
-            key = template["Resources"][_ref(key_id)]
+            key = template["Resources"][logical_id_of(key_id)]
             allows = [
                 s
-                for s in _statements(key["Properties"]["KeyPolicy"])
+                for s in statements_of(key["Properties"]["KeyPolicy"])
                 if "cloudwatch.amazonaws.com" in _service_principals(s)
             ]
-            actions = {a for s in allows for a in _listed(s["Action"])}
+            actions = {a for s in allows for a in listed(s["Action"])}
             assert {"kms:Decrypt", "kms:GenerateDataKey*"} <= actions, shipped.label
             for statement in allows:
                 assert set(SERVICE_CONDITIONS) <= _condition_keys(statement), shipped.label
@@ -138,11 +120,11 @@ def test_service_principals_on_topics_and_their_keys_are_conditioned(shipped_tem
             p["Properties"]["PolicyDocument"] for p in resources_of(template, "AWS::SNS::TopicPolicy").values()
         ]
         for topic in resources_of(template, "AWS::SNS::Topic").values():
-            key = _ref(topic["Properties"].get("KmsMasterKeyId"))
+            key = logical_id_of(topic["Properties"].get("KmsMasterKeyId"))
             if key in template["Resources"]:
                 documents.append(template["Resources"][key]["Properties"]["KeyPolicy"])
         for document in documents:
-            for statement in _statements(document):
+            for statement in statements_of(document):
                 principals = _service_principals(statement)
                 if statement["Effect"] != "Allow" or not principals:
                     continue
@@ -214,7 +196,7 @@ def test_models_state_network_isolation_and_shipped_stages_isolate(shipped_templ
 
 def _rollback_alarm_ids(endpoint: dict) -> list[str]:
     config = endpoint["Properties"].get("DeploymentConfig", {}).get("AutoRollbackConfiguration", {})
-    return [_ref(alarm["AlarmName"]) for alarm in config.get("Alarms", [])]
+    return [logical_id_of(alarm["AlarmName"]) for alarm in config.get("Alarms", [])]
 
 
 def test_the_execution_role_may_describe_every_rollback_alarm(shipped_templates):
@@ -230,25 +212,14 @@ def test_the_execution_role_may_describe_every_rollback_alarm(shipped_templates)
                 granting = [
                     policy_id
                     for policy_id, policy in policies.items()
-                    for s in _statements(policy["Properties"]["PolicyDocument"])
-                    if "cloudwatch:DescribeAlarms" in _listed(s["Action"])
-                    and {"Fn::GetAtt": [alarm, "Arn"]} in _listed(s["Resource"])
+                    for s in statements_of(policy["Properties"]["PolicyDocument"])
+                    if "cloudwatch:DescribeAlarms" in listed(s["Action"])
+                    and {"Fn::GetAtt": [alarm, "Arn"]} in listed(s["Resource"])
                 ]
                 assert granting, f"{shipped.label}: nothing grants DescribeAlarms on {alarm}"
-                assert set(granting) & set(_listed(endpoint.get("DependsOn", []))), shipped.label
+                assert set(granting) & set(listed(endpoint.get("DependsOn", []))), shipped.label
                 checked += 1
     assert checked
-
-
-def _seconds_to_alarm(alarm: dict) -> int:
-    props = alarm["Properties"]
-    periods = [props.get("Period")] + [
-        query.get("Period") or query.get("MetricStat", {}).get("Period") for query in props.get("Metrics", [])
-    ]
-    period = max(p for p in periods if p)
-    # One period more than the breaching datapoints: a period's datapoint is evaluated only once it closed
-    # and the metric arrived (found by an independent review: 2 x 300 s alarms in a 600 s bake never fired).
-    return period * ((props.get("DatapointsToAlarm") or props["EvaluationPeriods"]) + 1)
 
 
 def _bake_seconds(endpoint: dict) -> int:
@@ -268,7 +239,7 @@ def test_rollback_alarms_can_reach_alarm_while_a_step_bakes(shipped_templates):
         template = shipped.template
         for endpoint in resources_of(template, "AWS::SageMaker::Endpoint").values():
             for alarm in _rollback_alarm_ids(endpoint):
-                needed = _seconds_to_alarm(template["Resources"][alarm])
+                needed = seconds_to_alarm(template["Resources"][alarm])
                 assert needed <= _bake_seconds(endpoint), f"{shipped.label}: {alarm} needs {needed} s"
                 checked += 1
     assert checked
@@ -289,7 +260,7 @@ def test_autoscaled_variants_are_guarded_against_instance_type_changes(shipped_t
         }
         for endpoint in resources_of(template, "AWS::SageMaker::Endpoint").values():
             name = endpoint["Properties"]["EndpointName"]
-            (guard_id,) = [g for g in _listed(endpoint.get("DependsOn", [])) if g in guards]
+            (guard_id,) = [g for g in listed(endpoint.get("DependsOn", [])) if g in guards]
             props = guards[guard_id]["Properties"]
             assert props["EndpointName"] == name, shipped.label
             assert sorted(props["Autoscaled"]) == sorted(v for e, v in scaled if e == name), shipped.label

@@ -15,8 +15,9 @@ from typing import Literal
 from pydantic import Field, PositiveInt, model_validator
 
 from model_build import drivers
-from model_build.catalogue import UnknownInstanceTypeError, instance_type
+from model_build.catalogue import InstanceType, UnknownInstanceTypeError, instance_type
 from model_build.settings import MODEL_NAME_PATTERN, StrictModel, repeated
+from triton_cdk.serving import component_sizing
 
 # SageMaker: EndpointName / EndpointConfigName <= 63 chars, ^[a-zA-Z0-9](-*[a-zA-Z0-9])*
 ENDPOINT_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
@@ -366,6 +367,22 @@ def component_name(endpoint_name: str, model: str) -> str:
     return f"{endpoint_name}-{model.replace('_', '-')}"
 
 
+def component_requirements(
+    endpoint: EndpointSettings, model: str, instance: InstanceType
+) -> component_sizing.ComputeRequirements:
+    """One copy's reservation for `model`'s component: its settings, defaults from the instance and the number
+    of components (the same at config load and in the endpoint stack)."""
+    component = endpoint.inference_components.components.get(model, ComponentSettings())
+    return component_sizing.resolve(
+        instance,
+        len(endpoint.models),
+        accelerators=component.accelerators,
+        cpu_cores=component.cpu_cores,
+        min_memory_mb=component.min_memory_mb,
+        max_memory_mb=component.max_memory_mb,
+    )
+
+
 def _component_problems(endpoint: EndpointSettings) -> list[str]:
     """Rules of `mode: inference_components` (CreateEndpointConfig / CreateInferenceComponent)."""
     settings = endpoint.inference_components
@@ -406,20 +423,10 @@ def _component_problems(endpoint: EndpointSettings) -> list[str]:
         instance = instance_type(endpoint.instance_type)
     except UnknownInstanceTypeError:
         return problems  # reported with its field path by cross_field_problems
-    # Imported here: triton_cdk.serving imports this module (ContainerSettings), so a top-level import would cycle.
-    from triton_cdk.serving import component_sizing
-
     copies = {}
     for model in endpoint.models:
         component = settings.components.get(model, ComponentSettings())
-        requirements = component_sizing.resolve(
-            instance,
-            len(endpoint.models),
-            accelerators=component.accelerators,
-            cpu_cores=component.cpu_cores,
-            min_memory_mb=component.min_memory_mb,
-            max_memory_mb=component.max_memory_mb,
-        )
+        requirements = component_requirements(endpoint, model, instance)
         fits = component_sizing.fit_problems(instance, requirements)
         problems += [f"inference_components.components.{model}.{field}: {message}" for field, message in fits]
         copies[model] = (component.copy_count, requirements)
