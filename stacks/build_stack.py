@@ -21,10 +21,10 @@ from constructs import Construct
 from model_build.onnx_external import external_data
 from model_build.settings import ModelSource
 from stacks.artifact_stack import ArtifactStack
+from triton_cdk.artifact_build.build_project import ModelBuildProject, retention
+from triton_cdk.artifact_build.ensure_artifact import ArtifactResourceProps, EnsureArtifacts, PromotionSource
+from triton_cdk.artifact_build.requests import ArtifactRequest, artifact_requests, build_environment
 from triton_cdk.artifact_keys import EndpointArtifacts
-from triton_cdk.build.build_project import ModelBuildProject, retention
-from triton_cdk.build.ensure_artifact import ArtifactResourceProps, EnsureArtifacts, PromotionSource
-from triton_cdk.build.requests import ArtifactRequest, artifact_requests, build_environment
 from triton_cdk.config import AppConfig
 from triton_cdk.config.loader import PROJECT_ROOT
 from triton_cdk.images import TritonImageLookup

@@ -15,6 +15,8 @@ from aws_cdk import aws_codepipeline as codepipeline
 from aws_cdk import pipelines
 from constructs import Construct
 
+from stacks.pipeline_stage import TritonStage
+from stacks.pipeline_steps import approval_step, smoke_step, synth_step
 from triton_cdk.config import AppConfig
 from triton_cdk.config.pipeline import PipelineConfig, PipelineStageSettings
 from triton_cdk.guard import restrict_grants_to_aws_services
@@ -22,8 +24,6 @@ from triton_cdk.pipeline.logs import PipelineLogs
 from triton_cdk.pipeline.nag import acknowledge_pipeline_findings
 from triton_cdk.pipeline.scoping import scope_pipeline_wildcards
 from triton_cdk.pipeline.source import match_connection_prefix
-from triton_cdk.pipeline.stage import TritonStage
-from triton_cdk.pipeline.steps import approval_step, smoke_step, synth_step
 from triton_cdk.promotion import check_promotion
 
 

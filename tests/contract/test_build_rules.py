@@ -1,6 +1,6 @@
 """CodeBuild, CloudFormation and KMS rules the model build relies on, over every shipped template.
 
-Each test names its source. The build stack's own behaviour is tested in tests/build; here the rules
+Each test names its source. The build stack's own behaviour is tested in tests/artifact_build; here the rules
 hold for every template of every configuration the project ships (`shipped_templates`).
 """
 

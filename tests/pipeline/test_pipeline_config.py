@@ -160,7 +160,7 @@ def test_approved_stage_must_roll_out_gradually_with_rollback(tmp_path):
 
 
 def test_smoke_step_installs_the_projects_pins():
-    from triton_cdk.pipeline.steps import SMOKE_PACKAGES, pinned_requirements
+    from stacks.pipeline_steps import SMOKE_PACKAGES, pinned_requirements
 
     pins = pinned_requirements(
         SMOKE_PACKAGES, "boto3==1.2.3\n# comment\nnumpy==2.0.0\ntritonclient[grpc,http]==2.73.0\n"

@@ -139,7 +139,7 @@ def cross_field_problems(config: AppConfig) -> list[tuple[str, str]]:
         problems.extend(_environment_problems(f"endpoints[{index}].container.extra_environment", endpoint))
     problems.extend(stack_resource_problems(config))
     if release_known:
-        problems.extend(build_region_problems(config))  # GPU CodeBuild regions (triton_cdk/build/gpu_regions.py)
+        problems.extend(build_region_problems(config))  # GPU CodeBuild regions (artifact_build/gpu_regions.py)
     return problems
 
 

@@ -116,7 +116,7 @@ def build_region_problems(config: AppConfig) -> list[tuple[str, str]]:
     """(field path, message) for GPU builds the stage's region cannot run (only when `region` is set)."""
     from model_build.catalogue import UnknownInstanceTypeError, instance_type
     from model_build.matching import BuildMatchError, match_build
-    from triton_cdk.build.gpu_regions import gpu_build_region_problem
+    from triton_cdk.artifact_build.gpu_regions import gpu_build_region_problem
 
     if not config.region or config.promote_from:  # a promoting stage never builds
         return []

@@ -10,13 +10,13 @@ from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_iam as iam
 from aws_cdk import pipelines
 
+from stacks.pipeline_stage import TritonStage, smoke_role_name
 from triton_cdk.artifact_keys import endpoint_artifacts
 from triton_cdk.config import AppConfig
 from triton_cdk.config.endpoint import component_name
 from triton_cdk.config.loader import PROJECT_ROOT
 from triton_cdk.config.pipeline import PipelineConfig
 from triton_cdk.pipeline.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
-from triton_cdk.pipeline.stage import TritonStage, smoke_role_name
 
 # Ubuntu standard:7.0 carries Node 20 (the CDK CLI) and Python 3.12 (runs the project's 3.11 code).
 BUILD_IMAGE = codebuild.LinuxBuildImage.STANDARD_7_0

@@ -22,7 +22,7 @@ import yaml
 from build_helpers import PROJECT_ROOT
 from onnx import TensorProto, helper
 
-from triton_cdk.build.requests import build_config_document
+from triton_cdk.artifact_build.requests import build_config_document
 
 pytestmark = pytest.mark.moto  # starts moto_server on a loopback port
 

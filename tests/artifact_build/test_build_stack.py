@@ -195,7 +195,7 @@ def wait_ids(key: str, prefix: str | None = None, timeout_minutes: int = 60) -> 
     import aws_cdk as cdk
     from aws_cdk import aws_codebuild as codebuild
 
-    from triton_cdk.build.ensure_artifact import ArtifactResourceProps, EnsureArtifacts
+    from triton_cdk.artifact_build.ensure_artifact import ArtifactResourceProps, EnsureArtifacts
 
     stack = cdk.Stack(cdk.App(), "S")
     ensure = EnsureArtifacts(
@@ -544,7 +544,7 @@ def test_expected_tensorrt_matches_what_trtexecs_banner_can_show(release):
     """`build --expect-tensorrt` compares with trtexec's banner, which carries major.minor.patch only."""
     from model_build.releases import same_tensorrt, tensorrt_version
     from model_build.trt import tensorrt_version_from_banner
-    from triton_cdk.build.requests import expected_tensorrt
+    from triton_cdk.artifact_build.requests import expected_tensorrt
 
     major, minor, patch = (int(p) for p in tensorrt_version(release).split(".")[:3])
     number = major * 10000 + minor * 100 + patch if major >= 9 else major * 1000 + minor * 100 + patch

@@ -107,7 +107,7 @@ def regional(document_: dict, region: str) -> dict:
 @pytest.mark.parametrize("region", ["sa-east-1", "ap-south-1", "eu-north-1", "us-west-1"])
 def test_a_region_without_gpu_codebuild_is_refused_with_the_alternatives(tmp_path, region):
     """LINUX_GPU_CONTAINER exists only in some regions (CodeBuild API reference, ProjectEnvironment.type;
-    triton_cdk/build/gpu_regions.py)."""
+    triton_cdk/artifact_build/gpu_regions.py)."""
     message = refusal(tmp_path, regional(document("ml.g5.xlarge"), region))
     assert (
         f"refused.yaml: region: endpoints[0] needs a GPU build: CodeBuild has no on-demand GPU builds "
@@ -145,7 +145,7 @@ def test_a_stage_that_only_promotes_needs_no_gpu_codebuild(tmp_path):
 
 
 def test_the_region_table_names_its_source_and_pins_the_documented_regions():
-    from triton_cdk.build import gpu_regions
+    from triton_cdk.artifact_build import gpu_regions
 
     assert "ProjectEnvironment.type" in gpu_regions.__doc__ and "CreateFleet.environmentType" in gpu_regions.__doc__
     assert set(gpu_regions.FLEET_GPU_REGIONS) <= set(gpu_regions.ON_DEMAND_GPU_REGIONS)
@@ -158,7 +158,7 @@ def test_the_fleet_region_table_matches_botocores_codebuild_model():
 
     import botocore.session
 
-    from triton_cdk.build.gpu_regions import FLEET_GPU_REGIONS
+    from triton_cdk.artifact_build.gpu_regions import FLEET_GPU_REGIONS
 
     shape = botocore.session.get_session().get_service_model("codebuild").shape_for("CreateFleetInput")
     text = " ".join(re.sub("<[^>]+>", " ", shape.members["environmentType"].documentation).split())
