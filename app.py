@@ -12,10 +12,9 @@ from pathlib import Path
 
 import aws_cdk as cdk
 
-from stacks.app_factory import create_app, create_pipeline_app
+from stacks.app_factory import create_app
 from triton_cdk.config import ConfigError, load_stage
 from triton_cdk.config.loader import CONFIG_DIR
-from triton_cdk.config.pipeline import load_pipeline
 from triton_cdk.promotion import PromotionError
 
 
@@ -30,6 +29,10 @@ def main() -> None:
             raise ConfigError(f"-c config_dir={str(config_dir)[:64]!r}: expected a folder path")
         config_dir = Path(config_dir)
         if str(context.try_get_context("pipeline") or "false").lower() == "true":
+            # Imported only here: a stage's synth (the common case) never loads the pipeline's modules.
+            from stacks.app_factory import create_pipeline_app
+            from triton_cdk.config.pipeline import load_pipeline
+
             app, _ = create_pipeline_app(*load_pipeline(config_dir / "pipeline.yaml", config_dir))
         else:
             config = load_stage(stage, config_dir)

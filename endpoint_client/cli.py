@@ -348,7 +348,10 @@ def run_local(args: argparse.Namespace) -> int:
             served = f"multi-model: {', '.join(t for t, _ in args.load) or 'no model loaded yet'}"
         else:
             served = endpoint.plan.default_model if endpoint.plan else "?"
-        notice = substitution_notice(endpoint.substituted)
+            steps = endpoint.ensemble_steps(served)
+            if steps:
+                served += f" (an ensemble of {', '.join(steps)})"
+        notice = substitution_notice(endpoint.substitutions)
         if notice:
             print(notice, file=sys.stderr)
         print(f"serving {served} (log: {endpoint.log_path}); Ctrl-C stops", file=sys.stderr)

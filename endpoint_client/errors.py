@@ -5,10 +5,10 @@ They subclass model_build's so a pipeline step that calls both catches one base 
 
 from __future__ import annotations
 
-from model_build.errors import ModelBuildError
+from model_build.errors import ToolError
 
 
-class EndpointClientError(ModelBuildError):
+class EndpointClientError(ToolError):
     """A problem the user can fix: bad inputs, a missing tool, an endpoint that refused a request."""
 
 

@@ -36,12 +36,15 @@ import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
 from endpoint_client.codec import error_message
 from endpoint_client.errors import LocalEndpointError
 from endpoint_client.front import FrontServer, SageMakerAPI
 from endpoint_client.limits import MAX_ARCHIVE_MEMBERS, MAX_ARCHIVE_RATIO, MIN_ARCHIVE_ALLOWANCE_BYTES
 from endpoint_client.model_registry import ModelRegistry
-from endpoint_client.onnx_standin import substitute_onnx_models
+from endpoint_client.onnx_standin import Substitution, substitute_models
 from endpoint_client.sagemaker_serve import ServePlan, serve_plan
 from endpoint_client.transport import INFERENCE_COMPONENT_NAME, http_request, json_request
 from endpoint_client.triton_backend import LOOPBACK, TritonHTTP, TritonUnavailable, local_arguments, network_options_in
@@ -162,7 +165,12 @@ class LocalEndpoint:
         self.triton: TritonHTTP | None = None
         self.registry: ModelRegistry | None = None
         # Models served by a Python-backend stand-in (ONNX Runtime on the CPU): endpoint_client.onnx_standin.
-        self.substituted: list[str] = []
+        self.substitutions: list[Substitution] = []
+
+    @property
+    def substituted(self) -> list[str]:
+        """The names of the models that run substituted (`substitutions` says in place of what)."""
+        return [substitution.model for substitution in self.substitutions]
 
     @property
     def url(self) -> str:
@@ -180,6 +188,20 @@ class LocalEndpoint:
         self.stop()
 
     @property
+    def model_repository(self) -> Path:
+        """Where a single-model archive is extracted (SageMaker's /opt/ml/model)."""
+        return self.workdir / "opt-ml-model"
+
+    def ensemble_steps(self, model: str) -> list[str]:
+        """The models a served single-model ensemble runs, in step order ([] for any other model)."""
+        try:
+            text = (self.model_repository / model / "config.pbtxt").read_text(encoding="utf-8")
+            config = text_format.Parse(text, model_config_pb2.ModelConfig())
+        except (OSError, UnicodeDecodeError, text_format.ParseError):
+            return []
+        return [step.model_name for step in config.ensemble_scheduling.step] if config.platform == "ensemble" else []
+
+    @property
     def staging(self) -> Path:
         """Where multi-model archives are extracted: the only folders POST /models will load."""
         return self.workdir / "mme"
@@ -191,13 +213,13 @@ class LocalEndpoint:
                 f"SAGEMAKER_TRITON_ADDITIONAL_ARGS sets {' '.join(widening)}: the local endpoint decides Triton's "
                 "addresses and ports itself (everything on 127.0.0.1); use --port / --host"
             )
-        model_repository = self.workdir / "opt-ml-model"
+        model_repository = self.model_repository
         multi_model_repository = self.workdir / "tmp-sagemaker"  # multi-model: the served repository
         multi_model_repository.mkdir(parents=True, exist_ok=True)
         self.staging.mkdir(parents=True, exist_ok=True)
         if self.archive is not None:
             extract_archive(self.archive, model_repository)
-            self.substituted += substitute_onnx_models(model_repository)
+            self.substitutions += substitute_models(model_repository)
         install = TritonInstall.find(self.triton_env)
         self._bind_front()
         container_env = {"SAGEMAKER_BIND_TO_PORT": str(self.port), **self.container_environment}
@@ -318,7 +340,7 @@ class LocalEndpoint:
         """Extract `archive` and load it under `name` (on SageMaker: the TargetModel, e.g. "add_sub.tar.gz")."""
         model_dir = self.staging / urllib.parse.quote(name, safe="") / "model"
         extract_archive(archive, model_dir)
-        self.substituted += substitute_onnx_models(model_dir)
+        self.substitutions += substitute_models(model_dir)
         status, body = json_request("POST", f"{self.url}/models", {"model_name": name, "url": str(model_dir)}, 300)
         if status != 200:
             raise LocalEndpointError(f"loading model {name!r} failed: HTTP {status}: {error_message(body)}")

@@ -1,16 +1,26 @@
-"""ONNX models on the local endpoint: each ONNX Runtime model folder is served by a Python-backend stand-in.
+"""ONNX and TensorRT models on the local endpoint: each is served by a Python-backend stand-in on ONNX Runtime.
 
 The local Triton (nvidia-pytriton's CPU build, ../shared/README.md "Tooling facts") carries the Python
-backend only, so an `onnxruntime_onnx` model would be refused ("unable to find backend library"). After an
-archive is extracted, each such model's config.pbtxt is rewritten to `backend: "python"` with the same name,
-inputs, outputs, batching and (CPU) instance groups, and the version folders get a model.py that runs the
-same model.onnx with ONNX Runtime on the CPU (standins/onnx_runtime_model.py). TensorRT engines cannot run
-without a GPU and are left as they are (Triton refuses them, saying why).
+backend only, so an `onnxruntime_onnx` or `tensorrt_plan` model would be refused ("unable to find backend
+library"). After an archive is extracted, each such model's config.pbtxt is rewritten to `backend: "python"`
+with the same name, inputs, outputs, batching and (CPU) instance groups, and the version folders get a
+model.py that runs the model's ONNX file with ONNX Runtime on the CPU (standins/onnx_runtime_model.py):
+
+- `onnxruntime_onnx`: the model's own file (`default_model_filename`, model.onnx by default);
+- `tensorrt_plan`: a TensorRT engine only runs on the GPU architecture and TensorRT version that built it
+  (../shared/README.md, "GPU build vs serve"), never here; a version folder that holds the ONNX file the
+  engine is built from (`model.onnx`) runs that instead, with the config's tensors. A folder with only an
+  engine is refused with a message saying what to put there.
+
+Ensembles need nothing: Triton loads their composing models, each substituted as above. Which models run
+substituted, and in place of what, is reported (`Substitution`, `substitution_notice`).
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from google.protobuf import text_format
@@ -21,14 +31,50 @@ from endpoint_client.errors import LocalEndpointError
 
 RUNNER = Path(__file__).with_name("standins") / "onnx_runtime_model.py"
 ONNX_FILE_PARAMETER = "LOCAL_ENDPOINT_ONNX_FILE"  # read by the runner
+ONNX_RUNTIME = "onnxruntime_onnx"
+TENSORRT = "tensorrt_plan"
+ONNX_FOR_ENGINE = "model.onnx"  # what model_build's config/package put beside (or instead of) model.plan
 
 
-def _is_onnx_runtime(config: mc.ModelConfig) -> bool:
-    return config.platform == "onnxruntime_onnx" or config.backend == "onnxruntime"
+@dataclass(frozen=True)
+class Substitution:
+    """`model` runs on ONNX Runtime in a Python-backend stand-in in place of its `platform`."""
+
+    model: str
+    platform: str  # onnxruntime_onnx or tensorrt_plan, as its config.pbtxt asked
 
 
-def substitute_onnx_models(repository: Path) -> list[str]:
-    """Rewrite every ONNX Runtime model folder of `repository` in place; the names of those rewritten."""
+def _platform(config: mc.ModelConfig) -> str | None:
+    if config.platform == ONNX_RUNTIME or config.backend == "onnxruntime":
+        return ONNX_RUNTIME
+    if config.platform == TENSORRT or config.backend == "tensorrt":
+        return TENSORRT
+    return None
+
+
+def _onnx_file(folder: Path, config: mc.ModelConfig, platform: str) -> tuple[str, list[Path]]:
+    """The ONNX file name the stand-in runs and the version folders holding it; refuses a model with none."""
+    versions = sorted(v for v in folder.iterdir() if v.is_dir() and not v.is_symlink() and v.name.isdigit())
+    if platform == ONNX_RUNTIME:
+        model_file = config.default_model_filename or "model.onnx"
+        found = [v for v in versions if (v / model_file).is_file()]
+        if not found:
+            raise LocalEndpointError(f"model {folder.name!r}: no version folder holds {model_file}")
+        return model_file, found
+    found = [v for v in versions if (v / ONNX_FOR_ENGINE).is_file()]
+    if not found:
+        engine = config.default_model_filename or "model.plan"
+        raise LocalEndpointError(
+            f"model {folder.name!r} is a TensorRT engine ({engine}), which runs only on the GPU and TensorRT "
+            f"version that built it, not on this CPU. To try it locally, put the ONNX file it is built from in its "
+            f"version folder as {ONNX_FOR_ENGINE} (e.g. {folder.name}/1/{ONNX_FOR_ENGINE}): it then runs on "
+            "ONNX Runtime with the same inputs and outputs"
+        )
+    return ONNX_FOR_ENGINE, found
+
+
+def substitute_models(repository: Path) -> list[Substitution]:
+    """Rewrite every ONNX Runtime and TensorRT model folder of `repository` in place; what was rewritten."""
     substituted = []
     for folder in sorted(p for p in repository.iterdir() if p.is_dir() and not p.is_symlink()):
         config_path = folder / "config.pbtxt"
@@ -38,32 +84,43 @@ def substitute_onnx_models(repository: Path) -> list[str]:
             config = text_format.Parse(config_path.read_text(encoding="utf-8"), mc.ModelConfig())
         except (text_format.ParseError, DecodeError, UnicodeDecodeError):
             continue  # Triton itself reports a config it cannot read, with its own message
-        if not _is_onnx_runtime(config):
+        platform = _platform(config)
+        if platform is None:
             continue
-        model_file = config.default_model_filename or "model.onnx"
-        versions = [v for v in folder.iterdir() if v.is_dir() and v.name.isdigit() and (v / model_file).is_file()]
-        if not versions:
-            raise LocalEndpointError(f"model {folder.name!r}: no version folder holds {model_file}")
+        model_file, versions = _onnx_file(folder, config, platform)
         for version in versions:
             shutil.copyfile(RUNNER, version / "model.py")
         config.platform = ""
         config.backend = "python"
         config.default_model_filename = ""
-        config.ClearField("optimization")  # ONNX Runtime execution accelerators mean nothing to the stand-in
+        config.ClearField("optimization")  # ONNX Runtime / TensorRT accelerators mean nothing to the stand-in
         config.parameters[ONNX_FILE_PARAMETER].string_value = model_file
         for group in config.instance_group:
             group.kind = mc.ModelInstanceGroup.Kind.KIND_CPU
             del group.gpus[:]
         config_path.write_text(text_format.MessageToString(config), encoding="utf-8")
-        substituted.append(folder.name)
+        substituted.append(Substitution(folder.name, platform))
     return substituted
 
 
-def substitution_notice(names: list[str]) -> str | None:
-    """What the user is told: these models run substituted, locally only."""
-    if not names:
+def substitute_onnx_models(repository: Path) -> list[str]:
+    """`substitute_models`, the names only."""
+    return [substitution.model for substitution in substitute_models(repository)]
+
+
+def substitution_notice(substitutions: Sequence[Substitution | str]) -> str | None:
+    """What the user is told: these models run substituted, locally only (a plain name: an ONNX Runtime model)."""
+    if not substitutions:
         return None
+    described = []
+    for item in substitutions:
+        substitution = item if isinstance(item, Substitution) else Substitution(item, ONNX_RUNTIME)
+        if substitution.platform == TENSORRT:
+            described.append(f"{substitution.model} (tensorrt_plan: its {ONNX_FOR_ENGINE} instead of the engine)")
+        else:
+            described.append(f"{substitution.model} (onnxruntime_onnx)")
     return (
-        f"note: {', '.join(names)} run(s) on ONNX Runtime (CPU) in a Python-backend stand-in: the local Triton "
-        "has the Python backend only. Same inputs and outputs; on SageMaker Triton's onnxruntime backend serves them."
+        f"note: substituted locally: {', '.join(described)} run(s) on ONNX Runtime (CPU) in a Python-backend "
+        "stand-in, as the local Triton has the Python backend only. Same names, inputs and outputs; on SageMaker "
+        "Triton's onnxruntime / tensorrt backend serves them."
     )

@@ -1,5 +1,8 @@
 # Local SageMaker-compatible Triton endpoint (docs/client-and-local-endpoint.md).
 #   make local                 package examples/models/add_sub and serve it on http://127.0.0.1:8080
+#   make local LOCAL_MODEL=image_classifier
+#                              the example image pipeline: an ensemble (Python pre-processing with its own packed
+#                              environment, an ONNX CNN on ONNX Runtime, Python post-processing), served whole
 #   make local LOCAL_PORT=0    any free loopback port (the address is printed once /ping answers)
 #   make local LOCAL_HOST=...  listen elsewhere than 127.0.0.1 (prints a warning: no authentication)
 #   make .venv-triton/.stamp   only (re)create the Triton venv (make test's pytest step needs it)
@@ -25,6 +28,12 @@ $(TRITON_ENV_STAMP): requirements-triton.txt
 	$(TRITON_VENV)/bin/python -c 'import numpy, pytriton; assert numpy.__version__ < "2"'
 	@touch $@
 
+# A Python model's requirements.txt is packed into its python_env.tar.gz by the project's one packer, with the
+# Python of the local Triton (the backend stub's: same version and ABI), cached in build/python-envs. The
+# archive may hold several model folders (an ensemble and its steps): SAGEMAKER_TRITON_DEFAULT_MODEL_NAME
+# (--model-name) names the one to serve, as the endpoint stack sets it.
 local: $(BIN)/.requirements.stamp $(TRITON_ENV_STAMP)
-	$(BIN)/python -m model_build package $(LOCAL_MODEL_REPO) --model $(LOCAL_MODEL) --layout single --out $(LOCAL_OUT)
-	$(BIN)/python -m endpoint_client local $(LOCAL_OUT)/model.tar.gz --port $(LOCAL_PORT) --host $(LOCAL_HOST)
+	$(BIN)/python -m model_build package $(LOCAL_MODEL_REPO) --model $(LOCAL_MODEL) --layout single \
+		--environment-python $(TRITON_VENV)/bin/python --out $(LOCAL_OUT)
+	$(BIN)/python -m endpoint_client local $(LOCAL_OUT)/model.tar.gz --model-name $(LOCAL_MODEL) \
+		--port $(LOCAL_PORT) --host $(LOCAL_HOST)

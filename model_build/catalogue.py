@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from difflib import get_close_matches
 
+from model_build.errors import ModelBuildError
+
 
 @dataclass(frozen=True)
 class Gpu:
@@ -135,7 +137,7 @@ _CATALOGUE: list[InstanceType] = [
 INSTANCE_TYPES: dict[str, InstanceType] = {instance.name: instance for instance in _CATALOGUE}
 
 
-class UnknownInstanceTypeError(ValueError):
+class UnknownInstanceTypeError(ModelBuildError, ValueError):
     pass
 
 

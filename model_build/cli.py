@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from model_build.commands import COMMAND_MODULES
-from model_build.errors import ModelBuildError
+from model_build.errors import ToolError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,7 +34,7 @@ def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) 
     args = parser.parse_args(argv)  # usage errors exit 2 from argparse
     try:
         return int(args.run(args))
-    except ModelBuildError as error:
+    except ToolError as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from model_build import releases
+from model_build.errors import ModelBuildError
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ DEFAULT_DRIVERS: tuple[DefaultDriver, ...] = (
 )
 
 
-class DriverMatchError(ValueError):
+class DriverMatchError(ModelBuildError, ValueError):
     """No SageMaker inference AMI runs this release on this instance type."""
 
 

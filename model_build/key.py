@@ -16,9 +16,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from model_build.errors import ModelBuildError
 from model_build.onnx_external import ExternalDataError, MalformedModelError, external_data
 
 if TYPE_CHECKING:
@@ -35,7 +37,7 @@ PORTABLE_TARGET = "portable"
 _CHUNK = 1024 * 1024
 
 
-class SourceError(ValueError):
+class SourceError(ModelBuildError, ValueError):
     """A model source that cannot be fingerprinted (an ONNX file whose external data is missing or
     lies outside its folder). The message names the file."""
 
@@ -106,6 +108,17 @@ def source_fingerprint(source: ModelSource, base_dir: Path) -> str:
     if source.s3_uri is not None:
         return f"s3:{source.s3_uri}"
     return f"export:{source.export}:v{EXPORT_RECIPE_VERSION}"
+
+
+def ensemble_source(composing_digests: Mapping[str, str]) -> str:
+    """The source fingerprint of an ensemble: the digests of its composing models' artifacts (name -> digest).
+
+    An ensemble's archive holds its composing model folders, so any change to one of them (its source,
+    settings or GPU target) must give the ensemble a new key; the ensemble's own settings (its steps) are
+    in `artifact_digest`'s build settings as for every model.
+    """
+    canonical = json.dumps(sorted(composing_digests.items()), separators=(",", ":"))
+    return f"ensemble:{hashlib.sha256(canonical.encode()).hexdigest()}"
 
 
 def artifact_digest(settings: ModelSettings, *, source: str, triton_release: str, gpu_target: str) -> str:

@@ -18,6 +18,7 @@ from typing import Literal, Protocol
 
 from model_build import releases
 from model_build.catalogue import A10G, GPUS, V100, Gpu, InstanceType
+from model_build.errors import ModelBuildError
 
 
 class ReservedFleet(Protocol):
@@ -46,7 +47,7 @@ class BuildPlan:
         return self.build_gpu.compute_capability
 
 
-class BuildMatchError(ValueError):
+class BuildMatchError(ModelBuildError, ValueError):
     pass
 
 

@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from model_build.errors import ModelBuildError
+
 # Field numbers from onnx/onnx.proto3 (onnx 1.23).
 _MODEL_GRAPH, _MODEL_TRAINING_INFO, _MODEL_FUNCTIONS = 7, 20, 25
 _TRAINING_INITIALIZATION, _TRAINING_ALGORITHM = 1, 2
@@ -41,11 +43,11 @@ _EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
 _MAX_DEPTH = 64
 
 
-class MalformedModelError(ValueError):
+class MalformedModelError(ModelBuildError, ValueError):
     """The file is not a well-formed ONNX protobuf (truncated, random bytes)."""
 
 
-class ExternalDataError(ValueError):
+class ExternalDataError(ModelBuildError, ValueError):
     """A tensor's external data cannot be shipped with the model (missing, outside its folder, a link)."""
 
 

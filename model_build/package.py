@@ -17,6 +17,15 @@ SAGEMAKER_TRITON_DEFAULT_MODEL_NAME names one (triton-inference-server/server
 docker/sagemaker/serve: "More than 1 model directory found in model repository"), so a "single"
 archive of several folders needs that name (`default_model`).
 
+An ensemble brings its composing models: `--model <ensemble>` packages the ensemble folder and every
+folder its steps name (recursively, model_build.ensemble_config.composing_closure); a "single" archive
+of one ensemble loads it by default, and a "multi" archive `<ensemble>.tar.gz` holds them all.
+
+Python execution environments (`environment_python`): a python model whose config.pbtxt sets
+`EXECUTION_ENV_PATH` to `$$TRITON_MODEL_DIRECTORY/python_env.tar.gz`, whose folder has no such file but a
+`requirements.txt`, gets that environment packed by model_build.python_env with the given interpreter
+and stored in the package (never in the source folder), checked like a shipped one.
+
 Every OSError (an unreadable file or folder, an unwritable output folder) becomes a ModelBuildError
 naming the path; nothing is left half-written.
 """
@@ -35,6 +44,7 @@ from model_build.archive import CHUNK_SIZE, FIXED_MTIME, atomic_write_archive, c
 from model_build.errors import InvalidModelError, ModelBuildError
 from model_build.key import tree_sha256
 from model_build.model_tree import Entry, open_scanned, printable, refuse, scan_model_tree
+from model_build.settings import PACKED_ENVIRONMENT_NAME, REQUIREMENTS_NAME
 
 __all__ = [
     "CHUNK_SIZE",
@@ -118,13 +128,17 @@ def scan_model(repository: Path, model: str, *, check_models: bool = True) -> li
     return entries
 
 
-def check_before_packaging(repository: Path, models: Sequence[str]) -> None:
+def check_before_packaging(repository: Path, models: Sequence[str], packed: dict[str, Path] | None = None) -> None:
     """`python -m model_build check` on the repository; any problem of a packaged model (or of the
-    repository) refuses the package, listing every problem as check prints them."""
+    repository) refuses the package, listing every problem as check prints them.
+
+    `packed`: environments packed for this package (model -> archive); check judges each as if it lay in
+    its model folder."""
     from model_build.check import check_repository  # deferred: the check rules import Triton's schema
     from model_build.check.problems import REPOSITORY
 
-    problems = [p for p in check_repository(repository) if p.model in models or p.model == REPOSITORY]
+    found = check_repository(repository, packed_environments=packed)
+    problems = [p for p in found if p.model in models or p.model == REPOSITORY]
     if problems:
         count = len(problems)
         lines = "\n".join(f"  {problem}" for problem in problems)
@@ -204,6 +218,78 @@ def _select(repository: Path, models: Sequence[str] | None) -> list[str]:
     return sorted(set(models))
 
 
+def _groups(repository: Path, requested: list[str]) -> dict[str, list[str]]:
+    """Each requested model with the models it needs in the same package (an ensemble's steps)."""
+    from model_build.ensemble_config import composing_closure  # deferred: imports Triton's schema
+
+    return {model: composing_closure(repository, [model]) for model in requested}
+
+
+def pending_environments(repository: Path, models: Sequence[str]) -> dict[str, Path]:
+    """Python models whose config asks for `$$TRITON_MODEL_DIRECTORY/python_env.tar.gz`, which is absent,
+    and whose folder has the requirements.txt to pack it from: model -> requirements file."""
+    from model_build.check.environment import MODEL_DIRECTORY_VARIABLE
+    from model_build.check.schema import PYTHON_BACKEND, parse_config
+
+    wanted = f"{MODEL_DIRECTORY_VARIABLE}/{PACKED_ENVIRONMENT_NAME}"
+    pending: dict[str, Path] = {}
+    for model in models:
+        folder = Path(repository) / model
+        try:
+            text = (folder / "config.pbtxt").read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue  # reported by the scan and check
+        config, _ = parse_config(text, model=model)
+        if config is None or config.backend != PYTHON_BACKEND or "EXECUTION_ENV_PATH" not in config.parameters:
+            continue
+        if config.parameters["EXECUTION_ENV_PATH"].string_value != wanted:
+            continue
+        requirements = folder / REQUIREMENTS_NAME
+        if not (folder / PACKED_ENVIRONMENT_NAME).exists() and requirements.is_file():
+            pending[model] = requirements
+    return pending
+
+
+@dataclass(frozen=True)
+class EnvironmentOptions:
+    """How `package` packs python environments (model_build.python_env): the interpreter (None: do not
+    pack), the cache folder and pip's wheel sources."""
+
+    python: str | None = None
+    cache_dir: Path | None = None
+    find_links: tuple[Path, ...] = ()
+    no_index: bool = False
+
+
+def _pack_environments(repository: Path, models: Sequence[str], options: EnvironmentOptions) -> dict[str, Path]:
+    pending = pending_environments(repository, models)
+    if not pending:
+        return {}
+    if options.python is None:
+        listed = ", ".join(f"{model} ({path})" for model, path in sorted(pending.items()))
+        raise ModelBuildError(
+            f"python models {listed} need {PACKED_ENVIRONMENT_NAME} packed from their {REQUIREMENTS_NAME} "
+            "(EXECUTION_ENV_PATH names it): pass --environment-python PY, the serving image's python3"
+        )
+    from model_build.python_env import DEFAULT_CACHE, packed_environment
+
+    return {
+        model: packed_environment(
+            requirements,
+            options.python,
+            cache_dir=options.cache_dir or DEFAULT_CACHE,
+            find_links=options.find_links,
+            no_index=options.no_index,
+        )
+        for model, requirements in sorted(pending.items())
+    }
+
+
+def _environment_entry(model: str, archive: Path) -> Entry:
+    info = os.stat(archive)
+    return Entry(f"{model}/{PACKED_ENVIRONMENT_NAME}", archive, False, 0o644, info.st_size, info.st_dev, info.st_ino)
+
+
 def _copy_model_tree(entries: Sequence[Entry], destination_root: Path) -> None:
     for entry in entries:
         target = destination_root / entry.arcname
@@ -254,12 +340,14 @@ def package_repository(
     workers: int | None = None,
     default_model: str | None = None,
     check: bool = True,
+    environments: EnvironmentOptions = EnvironmentOptions(),
 ) -> list[PackagedArtifact]:
     """Package `models` (default: every model folder) of `repository` into `out_dir` in `layout`.
 
     Everything is validated before anything is written: `check` (default on) runs the repository
-    check first, so what is packaged is what Triton loads. A "single" archive of several model
-    folders needs `default_model`: the folder SageMaker loads (SAGEMAKER_TRITON_DEFAULT_MODEL_NAME).
+    check first, so what is packaged is what Triton loads. A requested ensemble brings every model
+    its steps name. A "single" archive of several model folders needs `default_model`: the folder
+    SageMaker loads (SAGEMAKER_TRITON_DEFAULT_MODEL_NAME); it defaults to the one requested ensemble.
     """
     repository = Path(repository)
     out_dir = Path(out_dir)
@@ -267,18 +355,25 @@ def package_repository(
         raise ModelBuildError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     if default_model is not None and layout != "single":
         raise ModelBuildError(f"--default-model applies to the single layout only, not {layout}")
-    selected = _select(repository, models)
+    requested = _select(repository, models)
     _check_outside(out_dir, [repository])
+    groups = _groups(repository, requested)
+    selected = sorted({model for group in groups.values() for model in group})
+    if layout == "single" and default_model is None and models and len(requested) == 1 and len(selected) > 1:
+        default_model = requested[0]  # one ensemble with its composing models: SageMaker loads the ensemble
     try:
+        packed = _pack_environments(repository, selected, environments)
         if check:
-            check_before_packaging(repository, selected)
+            check_before_packaging(repository, selected, packed)
         scanned = {model: scan_model(repository, model, check_models=not check) for model in selected}
     except OSError as error:
         raise _os_error(error, "read it") from None
+    for model, archive in packed.items():
+        scanned[model] = [*scanned[model], _environment_entry(model, archive)]
     if layout == "single":
         _check_single(selected, default_model)
     try:
-        return _write(repository, out_dir, selected, scanned, layout, workers)
+        return _write(repository, out_dir, selected, scanned, layout, workers, groups)
     except OSError as error:
         raise _os_error(error, f"write the package into {printable(str(out_dir))}") from None
 
@@ -290,6 +385,7 @@ def _write(
     scanned: dict[str, list[Entry]],
     layout: Layout,
     workers: int | None,
+    groups: dict[str, list[str]],
 ) -> list[PackagedArtifact]:
     if layout == "uncompressed":
         return _write_uncompressed(repository, scanned, out_dir)
@@ -298,9 +394,11 @@ def _write(
         archive = out_dir / SINGLE_ARCHIVE_NAME
         return [PackagedArtifact(tuple(selected), archive, atomic_write_archive(entries, archive, workers), layout)]
     artifacts = []
-    for model in selected:
+    for model, group in sorted(groups.items()):
+        # An ensemble's TargetModel archive holds it and every composing model folder.
         archive = out_dir / f"{model}.tar.gz"
+        entries = [entry for member in group for entry in scanned[member]]
         artifacts.append(
-            PackagedArtifact((model,), archive, atomic_write_archive(scanned[model], archive, workers), layout)
+            PackagedArtifact(tuple(group), archive, atomic_write_archive(entries, archive, workers), layout)
         )
     return artifacts

@@ -4,18 +4,38 @@ For one model served on one instance type this runs the build's own steps that n
 build/serve matcher, the ONNX inspection of a local `source.path`, config.pbtxt generation, `check` on it,
 and the trtexec command (which refuses dynamic axes without `tensorrt.shapes`). Models from `s3_uri` or
 `export` are only available inside the build; for them the matcher and the settings are checked.
+
+An ensemble (`ensemble_preflight_problems`) is checked when every composing config can be derived here:
+a local ONNX source gives its generated config (as the build would generate it for this instance type),
+a python folder its own config.pbtxt (with EXECUTION_ENV_PATH added as `model_build config` adds it). The
+ensemble's config is then generated from its steps (model_build.ensemble_config) and the whole set is
+judged by `model_build check`'s rules (configs only), so a step that maps a missing tensor or joins
+mismatched types fails `make synth`, naming the step. With any composing model from S3 or an export,
+the ensemble is checked in the build only.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from model_build import pbtxt
 from model_build.catalogue import UnknownInstanceTypeError, instance_type
 from model_build.check import check_model_config
+from model_build.check.problems import Problem
+from model_build.ensemble_config import (
+    EnsembleStepError,
+    build_ensemble_config,
+    ensemble_problems_with,
+    parse_composing,
+    render_ensemble,
+)
 from model_build.errors import ModelBuildError
+from model_build.execution_env import execution_env_value, with_execution_env
 from model_build.matching import BuildMatchError, ReservedFleet, match_build
 from model_build.onnx_inspect import inspect_model
+from model_build.requirements_lock import read_locked_requirements
 from model_build.settings import ModelSettings
 from model_build.trt import trtexec_argv
 
@@ -59,7 +79,22 @@ def preflight_problems(
                 "(TensorRT hardware compatibility, ../shared/README.md): remove the setting",
             )
         )
-    if settings.source.kind != "path" or settings.platform not in ONNX_PLATFORMS:
+    environment = settings.environment
+    if environment is not None and environment.requirements is not None:
+        try:  # the build packs from it: every line must be locked (model_build.requirements_lock)
+            read_locked_requirements(base_dir / environment.requirements, shown=environment.requirements)
+        except ModelBuildError as error:
+            problems.append(("environment.requirements", " ".join(str(error).splitlines())))
+    value = execution_env_value(settings)
+    if value is not None:
+        config = base_dir / settings.source.path / "config.pbtxt"
+        try:  # what `model_build config` will add must agree with what the folder's config says
+            with_execution_env(config.read_text(encoding="utf-8"), value, f"{settings.source.path}/config.pbtxt")
+        except (OSError, UnicodeDecodeError):
+            pass  # a folder without a readable config.pbtxt is reported by the build's check
+        except ModelBuildError as error:
+            problems.append(("environment", " ".join(str(error).splitlines())))
+    if settings.source is None or settings.source.kind != "path" or settings.platform not in ONNX_PLATFORMS:
         return problems
     onnx_path = base_dir / settings.source.path
     try:
@@ -76,3 +111,84 @@ def preflight_problems(
     for problem in target_rules:
         problems.append(("source.path", f"the generated config.pbtxt fails check: {problem.message}"))
     return problems
+
+
+def composing_config_text(
+    settings: ModelSettings, *, instance_type_name: str, triton_release: str, base_dir: Path, fleet
+) -> str | None:
+    """The config.pbtxt the build would ship for a composing model, or None when only the build can know it."""
+    source = settings.source
+    if source is None or source.kind != "path":
+        return None
+    if settings.platform == "python":
+        text = (base_dir / source.path / "config.pbtxt").read_text(encoding="utf-8")
+        value = execution_env_value(settings)
+        return with_execution_env(text, value, f"{source.path}/config.pbtxt")[0] if value else text
+    if settings.platform in ONNX_PLATFORMS:
+        effective = build_settings(settings, instance_type_name, triton_release, fleet)
+        return pbtxt.generate(inspect_model(base_dir / source.path), effective, triton_release)
+    return None
+
+
+def ensemble_preflight_problems(
+    settings: ModelSettings,
+    composing: Mapping[str, ModelSettings],
+    *,
+    instance_type_name: str,
+    triton_release: str,
+    base_dir: Path,
+    fleet: ReservedFleet | None = None,
+) -> list[tuple[str, str]]:
+    """(field within the ensemble, message) for what Triton would refuse in the ensemble and its steps.
+
+    Empty when a composing model's config cannot be derived here (it is then checked in the build) or
+    fails on its own (its own preflight reports that).
+    """
+    if settings.ensemble is None or any(name not in composing for name in settings.composing_models):
+        return []  # unknown step models are reported by the config's cross-model rules
+    texts: dict[str, str] = {}
+    for name in settings.composing_models:
+        try:
+            text = composing_config_text(
+                composing[name],
+                instance_type_name=instance_type_name,
+                triton_release=triton_release,
+                base_dir=base_dir,
+                fleet=fleet,
+            )
+        except (ModelBuildError, BuildMatchError, UnknownInstanceTypeError, OSError, UnicodeDecodeError):
+            return []  # the composing model's own preflight (or its source check) names the problem
+        if text is None:
+            return []
+        texts[name] = text
+    steps = settings.ensemble.steps
+    try:
+        composing_configs = {name: parse_composing(text, name, f"{name}/config.pbtxt") for name, text in texts.items()}
+        ensemble_text = render_ensemble(build_ensemble_config(settings, composing_configs))
+    except EnsembleStepError as error:
+        return [(f"ensemble.steps[{error.step}].{error.field}", str(error))]
+    except ModelBuildError as error:
+        return [("ensemble", str(error))]
+    problems = ensemble_problems_with(ensemble_text, settings.name, texts)
+    return [(_step_field(problem, steps, settings.name), _shown(problem)) for problem in problems]
+
+
+_STEP_FIELDS = {"model_name": "model", "model_version": "model", "input_map": "input_map", "output_map": "output_map"}
+
+
+def _step_field(problem: Problem, steps, ensemble: str) -> str:
+    """The stage-config field a check problem is about: the step it names, else the ensemble."""
+    match = re.search(r"step\[(\d+)\](?:\.(\w+))?", problem.field)
+    if problem.model == ensemble and match:
+        sub = _STEP_FIELDS.get(match.group(2) or "", "")
+        return f"ensemble.steps[{match.group(1)}]" + (f".{sub}" if sub else "")
+    names = [problem.model] if problem.model != ensemble else re.findall(r"model '?([A-Za-z0-9_-]+)'?", problem.message)
+    for name in names:
+        for index, step in enumerate(steps):
+            if step.model == name:
+                return f"ensemble.steps[{index}]"
+    return "ensemble"
+
+
+def _shown(problem: Problem) -> str:
+    return f"the generated ensemble fails check: {problem} (Triton's core ensemble_utils.cc / model_config_utils.cc)"

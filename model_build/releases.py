@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from model_build.errors import ModelBuildError
+
 
 @dataclass(frozen=True)
 class TritonRelease:
@@ -100,7 +102,7 @@ RELEASES: dict[str, TritonRelease] = {r.release: r for r in _RELEASES}
 ANY_TENSORRT_CONFIG_TYPE: frozenset[str] = frozenset().union(*(r.tensorrt_config_types for r in _RELEASES))
 
 
-class UnknownReleaseError(ValueError):
+class UnknownReleaseError(ModelBuildError, ValueError):
     pass
 
 

@@ -7,19 +7,38 @@ so it also imports inside the CodeBuild image.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections import Counter
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 # Triton's model name is its repository folder; SageMaker MME addresses it as `<name>.tar.gz`.
 # Keep to characters both accept and that survive S3 keys and CloudFormation logical ids.
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$"
 EXPORTABLE_MODELS = ("resnet50", "yolov5s", "bert_base")
 MAX_DIM = 2**31 - 1
+# Triton documents no maximum number of ensemble steps or mapped tensors; these are far above any
+# published pipeline (a handful of steps) and keep a hostile config from costing minutes at synth.
+MAX_ENSEMBLE_STEPS = 64
+MAX_STEP_TENSORS = 256
+# Triton tensor names are free text; the bound matches TensorRT shape input names (ShapeRange.input).
+TensorName = Annotated[str, Field(min_length=1, max_length=256)]
+# The packed environment's place in the model folder (brief: `<model folder>/python_env.tar.gz`) and the
+# requirements file the build packs it from (`model_build package --environment-python`).
+PACKED_ENVIRONMENT_NAME = "python_env.tar.gz"
+REQUIREMENTS_NAME = "requirements.txt"
 
-Platform = Literal["tensorrt_plan", "onnxruntime_onnx", "python"]
+Platform = Literal["tensorrt_plan", "onnxruntime_onnx", "python", "ensemble"]
 Precision = Literal["fp32", "fp16", "int8", "best"]
 InstanceKind = Literal["KIND_GPU", "KIND_CPU", "KIND_AUTO"]
 
@@ -138,9 +157,109 @@ class TensorRTSettings(StrictModel):
         return self
 
 
+class EnsembleStep(StrictModel):
+    """One step of an ensemble: `ModelEnsembling.Step` of Triton's model_config.proto.
+
+    `input_map`: composing model's input name -> ensemble tensor; `output_map`: composing model's output
+    name -> ensemble tensor (model_config.proto: "map<string, string> input_map", "output_map").
+    Triton refuses a step without either ("must specify 'input_map' in step N", model_config_utils.cc).
+    """
+
+    model: str = Field(pattern=MODEL_NAME_PATTERN, description="A configured model (not an ensemble).")
+    input_map: dict[TensorName, TensorName] = Field(min_length=1, max_length=MAX_STEP_TENSORS)
+    output_map: dict[TensorName, TensorName] = Field(min_length=1, max_length=MAX_STEP_TENSORS)
+
+
+class EnsembleSettings(StrictModel):
+    """The steps of a `platform: ensemble` model; its inputs and outputs are derived from them."""
+
+    steps: list[EnsembleStep] = Field(min_length=1, max_length=MAX_ENSEMBLE_STEPS)
+
+    @model_validator(mode="after")
+    def _each_tensor_written_once(self) -> EnsembleSettings:
+        # core model_config_utils.cc BuildEnsembleGraph: "ensemble tensor '<t>' can appear in an output map
+        # only once".
+        written = [tensor for step in self.steps for tensor in step.output_map.values()]
+        twice = repeated(written)
+        if twice:
+            raise ValueError(f"ensemble tensors {twice} are written by several steps' output_map; write each once")
+        return self
+
+    @property
+    def inputs(self) -> list[str]:
+        """Ensemble tensors read by a step and written by none, in order of first use."""
+        written = {tensor for step in self.steps for tensor in step.output_map.values()}
+        return _unique(t for step in self.steps for t in step.input_map.values() if t not in written)
+
+    @property
+    def outputs(self) -> list[str]:
+        """Ensemble tensors written by a step and read by none, in step order."""
+        read = {tensor for step in self.steps for tensor in step.input_map.values()}
+        return _unique(t for step in self.steps for t in step.output_map.values() if t not in read)
+
+
+def _unique(values) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+class PythonEnvironment(StrictModel):
+    """A Python-backend model's own execution environment (python_backend README, "Creating Custom
+    Execution Environments"; `parameters: EXECUTION_ENV_PATH`): exactly one of
+
+    - `requirements`: a locked requirements file (`name==version` on every line, `--hash` allowed),
+      packed by the build (`model_build package --environment-python`) into `python_env.tar.gz`;
+    - `archive`: a prebuilt environment (.tar.gz with bin/activate), shipped as it is.
+
+    Both lie inside the model's source folder, so they ship and are fingerprinted with it.
+    """
+
+    requirements: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+        description="Locked requirements file, relative to the project root: the source folder's top-level "
+        "requirements.txt.",
+    )
+    archive: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+        description="Prebuilt environment archive (.tar.gz holding bin/activate), relative to the project root, "
+        "inside the source folder.",
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> PythonEnvironment:
+        given = [k for k in ("requirements", "archive") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of 'requirements' or 'archive' (got {', '.join(given) or 'none'})")
+        if self.archive is not None and not self.archive.endswith(".tar.gz"):
+            raise ValueError(f"environment.archive {self.archive!r} must be a .tar.gz file (conda-pack's format)")
+        return self
+
+    @property
+    def path(self) -> str:
+        return self.requirements if self.requirements is not None else self.archive  # type: ignore[return-value]
+
+
+def path_within(folder: str, path: str) -> str | None:
+    """`path` relative to `folder` when it lies inside it (lexically, both project-relative), else None."""
+    base = posixpath.normpath(folder.replace("\\", "/"))
+    target = posixpath.normpath(path.replace("\\", "/"))
+    if base in (".", "") or not target.startswith(base + "/"):
+        return None
+    return target[len(base) + 1 :]
+
+
+# Fields that mean nothing for an ensemble (model_config_utils.cc ValidateEnsembleSchedulingConfig: "instance
+# group should not be specified for ensemble", "model_warmup can not be specified for ensemble"; dynamic_batching
+# and ensemble_scheduling are the same `oneof scheduling_choice` in model_config.proto; no TensorRT engine).
+ENSEMBLE_REFUSED_FIELDS = ("source", "instance_groups", "dynamic_batching", "tensorrt", "warmup", "environment")
+
+
 class ModelSettings(StrictModel):
     name: str = Field(pattern=MODEL_NAME_PATTERN)
-    source: ModelSource
+    source: ModelSource | None = Field(default=None, description="Required for every platform but ensemble.")
     platform: Platform = "tensorrt_plan"
     max_batch_size: int = Field(default=16, ge=0, le=65536, description="0 disables batching.")
     dynamic_batching: DynamicBatching = DynamicBatching()
@@ -148,6 +267,10 @@ class ModelSettings(StrictModel):
     tensorrt: TensorRTSettings = TensorRTSettings()
     warmup: bool = False
     response_cache: bool = False
+    ensemble: EnsembleSettings | None = Field(default=None, description="Steps of a `platform: ensemble` model.")
+    environment: PythonEnvironment | None = Field(
+        default=None, description="Python execution environment of a `platform: python` model."
+    )
 
     @field_validator("name")
     @classmethod
@@ -157,7 +280,58 @@ class ModelSettings(StrictModel):
         return value
 
     @model_validator(mode="after")
+    def _platform_fields(self) -> ModelSettings:
+        if self.platform == "ensemble":
+            # Compared with the defaults, not "given": a dump of the settings (the build's document) loads back.
+            fields = type(self).model_fields
+            given = [
+                name
+                for name in ENSEMBLE_REFUSED_FIELDS
+                if getattr(self, name) != fields[name].get_default(call_default_factory=True)
+            ]
+            if given:
+                raise ValueError(
+                    f"platform 'ensemble' takes no {', '.join(repr(g) for g in given)}: an ensemble has no model file, "
+                    "instances, batcher, warm-up or environment of its own (Triton's model_config_utils.cc); set them "
+                    "on its composing models"
+                )
+            if self.ensemble is None:
+                raise ValueError("platform 'ensemble' needs 'ensemble: {steps: [...]}'")
+            return self
+        if self.ensemble is not None:
+            raise ValueError(f"'ensemble' applies to platform 'ensemble' only, not {self.platform!r}")
+        if self.source is None:
+            raise ValueError(f"platform {self.platform!r} needs 'source' (one of path, s3_uri, export)")
+        if self.environment is not None:
+            if self.platform != "python":
+                raise ValueError(f"'environment' applies to platform 'python' only, not {self.platform!r}")
+            self._check_environment_place(self.environment)
+        return self
+
+    def _check_environment_place(self, environment: PythonEnvironment) -> None:
+        """The file lies inside the source folder (so it ships with the model and is part of its digest)."""
+        folder = self.source.path if self.source is not None else None
+        if folder is None:
+            return  # platform python without source.path is refused below
+        inside = path_within(folder, environment.path)
+        field = "environment.requirements" if environment.requirements is not None else "environment.archive"
+        if inside is None:
+            raise ValueError(
+                f"{field} {environment.path!r} must lie inside the model's source folder {folder!r}, which is what "
+                "ships and is fingerprinted"
+            )
+        if environment.requirements is not None and inside != REQUIREMENTS_NAME:
+            raise ValueError(
+                f"{field} {environment.path!r}: the build packs the source folder's top-level {REQUIREMENTS_NAME}; "
+                f"name it {posixpath.join(posixpath.normpath(folder), REQUIREMENTS_NAME)!r}"
+            )
+        if environment.archive is not None and inside.startswith("1/"):
+            raise ValueError(f"{field} {environment.path!r}: keep it out of the version folder 1/")
+
+    @model_validator(mode="after")
     def _batching_consistent(self) -> ModelSettings:
+        if self.platform == "ensemble":
+            return self
         batching = self.dynamic_batching
         if batching.enabled and self.max_batch_size == 0:
             raise ValueError("dynamic_batching needs max_batch_size >= 1 (or set dynamic_batching.enabled: false)")
@@ -169,7 +343,7 @@ class ModelSettings(StrictModel):
         opt = self.tensorrt.opt_batch_size
         if opt is not None and self.max_batch_size and opt > self.max_batch_size:
             raise ValueError(f"tensorrt.opt_batch_size {opt} exceeds max_batch_size {self.max_batch_size}")
-        if self.platform == "python" and self.source.kind != "path":
+        if self.platform == "python" and self.source is not None and self.source.kind != "path":
             raise ValueError("platform 'python' needs source.path: a folder holding model.py")
         if self.platform == "tensorrt_plan" and any(group.kind == "KIND_CPU" for group in self.instance_groups):
             # tensorrt_backend src/instance_state.cc: "TensorRT backend supports only GPU device".
@@ -179,13 +353,38 @@ class ModelSettings(StrictModel):
             )
         return self
 
+    @model_serializer(mode="wrap")
+    def _omit_absent(self, handler):
+        """`source` (ensembles), `ensemble` and `environment` are left out when absent: dumps of models without
+        them stay what they were (artifact digests and build documents unchanged), and a dump loads back."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for name in ("source", "ensemble", "environment"):
+                if data.get(name, 0) is None:
+                    del data[name]
+            if self.platform == "ensemble":
+                for name in ENSEMBLE_REFUSED_FIELDS:
+                    data.pop(name, None)
+        return data
+
     @property
     def uses_gpu(self) -> bool:
+        if self.platform == "ensemble":
+            return False  # its composing models say where they run
         return any(group.kind == "KIND_GPU" for group in self.instance_groups)
 
     @property
     def needs_gpu_build(self) -> bool:
         return self.platform == "tensorrt_plan"
+
+    @property
+    def is_ensemble(self) -> bool:
+        return self.platform == "ensemble"
+
+    @property
+    def composing_models(self) -> list[str]:
+        """The models an ensemble's steps name, each once, in step order (empty for other platforms)."""
+        return _unique(step.model for step in self.ensemble.steps) if self.ensemble is not None else []
 
     def build_fingerprint(self) -> dict:
         """Everything that changes the artifact's bytes except the source (digested apart)."""

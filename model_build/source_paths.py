@@ -38,17 +38,30 @@ def model_source_problems(model: ModelSettings, root: Path) -> list[tuple[str, s
     """(field within the model, message) for one model's local source and calibration cache."""
     root = root.resolve()
     problems: list[tuple[str, str]] = []
+    if model.source is None:  # an ensemble: its steps name other models (triton_cdk.config.app)
+        return problems
     if model.source.path is not None:
         want = "folder" if model.platform == "python" else "file"
         problem = _path_problem(model.source.path, root, want)
         if problem:
             problems.append(("source.path", problem))
+    if model.environment is not None and not problems:
+        problems += _environment_problems(model, root)
     cache = model.tensorrt.calibration_cache
     if cache is not None and not cache.startswith("s3://"):
         problem = _path_problem(cache, root, "file")
         if problem:
             problems.append(("tensorrt.calibration_cache", problem))
     return problems
+
+
+def _environment_problems(model: ModelSettings, root: Path) -> list[tuple[str, str]]:
+    """The environment file exists inside the project (the settings keep it inside the source folder; whether
+    a requirements file is locked is the build's rule, checked by model_build.preflight)."""
+    environment = model.environment
+    field = "environment.requirements" if environment.requirements is not None else "environment.archive"
+    problem = _path_problem(environment.path, root, "file")
+    return [(field, problem)] if problem else []
 
 
 def _path_problem(value: str, root: Path, want: str) -> str | None:

@@ -23,7 +23,12 @@ from model_build.settings import ModelSource
 from stacks.artifact_stack import ArtifactStack
 from triton_cdk.artifact_build.build_project import ModelBuildProject, retention
 from triton_cdk.artifact_build.ensure_artifact import ArtifactResourceProps, EnsureArtifacts, PromotionSource
-from triton_cdk.artifact_build.requests import ArtifactRequest, artifact_requests, build_environment
+from triton_cdk.artifact_build.requests import (
+    PYTHON_ENVIRONMENT,
+    ArtifactRequest,
+    artifact_requests,
+    build_environment,
+)
 from triton_cdk.artifact_keys import EndpointArtifacts
 from triton_cdk.config import AppConfig
 from triton_cdk.config.loader import PROJECT_ROOT
@@ -87,6 +92,11 @@ class BuildStack(cdk.Stack):
             )
             for request in self.requests:
                 self._add_artifact(request)
+            # An ensemble's build fetches its composing archives: it starts once they exist (and on delete
+            # it goes first).
+            for request in self.requests:
+                for key in request.composing_keys:
+                    self.ensure.resources[request.key].node.add_dependency(self.ensure.completion_of(key))
 
     @property
     def artifact_resources(self) -> dict[str, cdk.CustomResource]:
@@ -107,6 +117,7 @@ class BuildStack(cdk.Stack):
         self._model_sources = {}
         for request in self.requests:
             self._model_sources[request.key] = self._model_source(request)
+        build = self.config.build  # the app's settings -> the construct's props, here only
         for environment in sorted({r.environment for r in self.requests}):
             members = [r for r in self.requests if r.environment == environment]
             readable = sorted({arn for r in members if (arn := self._model_sources[r.key][2])})
@@ -120,8 +131,13 @@ class BuildStack(cdk.Stack):
                 source=source,
                 model_sources=readable,
                 encryption_key=artifacts.store.key,
-                settings=self.config.build,
                 topic=self.topic,
+                timeout=cdk.Duration.minutes(build.timeout_minutes),
+                queued_timeout=cdk.Duration.minutes(build.queue_timeout_minutes),
+                log_retention=retention(build.log_retention_days),
+                concurrency=build.concurrency,
+                fleet_compute_type=build.fleet.compute_type if build.fleet else None,
+                in_serving_image=environment == PYTHON_ENVIRONMENT,
             )
 
     def _check_concurrency(self) -> None:
@@ -146,7 +162,9 @@ class BuildStack(cdk.Stack):
 
     def _model_source(self, request: ArtifactRequest) -> tuple[str, str, str | None]:
         """(SOURCE_KIND, SOURCE_URI, object ARN the build reads or None) for the buildspec."""
-        source: ModelSource = request.artifact.model.source
+        source: ModelSource | None = request.artifact.model.source
+        if source is None:  # an ensemble: its build assembles the composing models' archives (COMPOSING_KEYS)
+            return "none", "", None
         if source.export is not None:
             return "export", source.export, None
         if source.s3_uri is not None:

@@ -17,14 +17,16 @@ from constructs import Construct
 
 from stacks.pipeline_stage import TritonStage
 from stacks.pipeline_steps import approval_step, smoke_step, synth_step
+from stacks.stage_plan import plan_stage
 from triton_cdk.config import AppConfig
+from triton_cdk.config.loader import PROJECT_ROOT
 from triton_cdk.config.pipeline import PipelineConfig, PipelineStageSettings
 from triton_cdk.guard import restrict_grants_to_aws_services
 from triton_cdk.pipeline.logs import PipelineLogs
 from triton_cdk.pipeline.nag import acknowledge_pipeline_findings
 from triton_cdk.pipeline.scoping import scope_pipeline_wildcards
 from triton_cdk.pipeline.source import match_connection_prefix
-from triton_cdk.promotion import check_promotion
+from triton_cdk.promotion import check_artifact_promotion
 
 
 class PipelineStack(cdk.Stack):
@@ -40,9 +42,16 @@ class PipelineStack(cdk.Stack):
         super().__init__(scope, construct_id, **kwargs)
         self.pipeline_config = pipeline_config
         # Refuse a promotion that would need a rebuild before any pipeline construct exists.
-        for config in stage_configs.values():
+        # Each stage planned once (artifacts and keys); its stacks, promotion check and smoke test read it.
+        self.plans = {name: plan_stage(config, PROJECT_ROOT) for name, config in stage_configs.items()}
+        for name, config in stage_configs.items():
             if config.promote_from:
-                check_promotion(config, stage_configs[config.promote_from])
+                check_artifact_promotion(
+                    config,
+                    stage_configs[config.promote_from],
+                    self.plans[name].stage_artifacts(),
+                    self.plans[config.promote_from].stage_artifacts(),
+                )
 
         self.source = self._source(pipeline_config)
         self.logs = PipelineLogs(self, "BuildLogs", log_group_name=f"/aws/codebuild/{pipeline_config.name}")
@@ -115,6 +124,8 @@ class PipelineStack(cdk.Stack):
                 config=config,
                 pipeline_account=pipeline_account,
                 promotion_source=promotion_source,
+                plan=self.plans[stage.name],
+                source_plan=self.plans[config.promote_from] if config.promote_from else None,
                 env=self._stage_env(config),
             )
             smoke = smoke_step(triton_stage, self.pipeline_config, self.source)
@@ -132,6 +143,9 @@ class PipelineStack(cdk.Stack):
                 config=regional,
                 pipeline_account=pipeline_account,
                 promotion_source=promotion_source,
+                # Artifacts do not depend on the region (keys: model, source, release, GPU target).
+                plan=self.plans[stage.name],
+                source_plan=self.plans[config.promote_from] if config.promote_from else None,
                 env=self._stage_env(regional),
             )
             smoke = smoke_step(triton_stage, self.pipeline_config, self.source)

@@ -13,10 +13,10 @@ from constructs import Construct
 
 from stacks.artifact_stack import ArtifactStack
 from stacks.stage import StageStacks, add_stage_stacks, stack_prefix
+from stacks.stage_plan import StagePlan
 from triton_cdk.config import AppConfig
 from triton_cdk.config.endpoint import component_name
 from triton_cdk.nag import add_checks_to_stage
-from triton_cdk.promotion import stage_artifacts
 
 
 def smoke_role_name(stage: str, region: str) -> str:
@@ -47,6 +47,7 @@ class SmokeAccessStack(cdk.Stack):
         *,
         config: AppConfig,
         artifacts: ArtifactStack,
+        plan: StagePlan,
         pipeline_account: str | None,
         **kwargs,
     ) -> None:
@@ -78,7 +79,7 @@ class SmokeAccessStack(cdk.Stack):
                     sid="InvokeStageEndpoints", actions=["sagemaker:InvokeEndpoint"], resources=endpoints
                 )
             )
-        keys = sorted({a.key for artifacts_of in stage_artifacts(config).values() for a in artifacts_of})
+        keys = plan.artifact_keys()
         if keys:
             self.role.add_to_policy(
                 iam.PolicyStatement(
@@ -102,18 +103,24 @@ class TritonStage(cdk.Stage):
         config: AppConfig,
         pipeline_account: str | None,
         promotion_source: AppConfig | None = None,
+        plan: StagePlan | None = None,
+        source_plan: StagePlan | None = None,
         **kwargs,
     ) -> None:
+        """`plan` / `source_plan`: the stage plans of `config` / `promotion_source` (computed when not given)."""
         super().__init__(scope, construct_id, **kwargs)
         add_checks_to_stage(self)
         self.config = config
-        self.stacks: StageStacks = add_stage_stacks(self, config, promotion_source=promotion_source)
+        self.stacks: StageStacks = add_stage_stacks(
+            self, config, promotion_source=promotion_source, plan=plan, source_plan=source_plan
+        )
         self.smoke_access = SmokeAccessStack(
             self,
             f"{stack_prefix(config)}-SmokeAccess",
             stack_name=f"{stack_prefix(config)}-SmokeAccess",  # as add_stage_stacks names the others
             config=config,
             artifacts=self.stacks.artifacts,
+            plan=self.stacks.plan,
             pipeline_account=pipeline_account,
             env=_stack_env(config),
             tags={"triton-stage": config.stage},

@@ -11,7 +11,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import pipelines
 
 from stacks.pipeline_stage import TritonStage, smoke_role_name
-from triton_cdk.artifact_keys import endpoint_artifacts
+from stacks.stage_plan import StagePlan, plan_stage
 from triton_cdk.config import AppConfig
 from triton_cdk.config.endpoint import component_name
 from triton_cdk.config.loader import PROJECT_ROOT
@@ -41,10 +41,12 @@ def pinned_requirements(names: tuple[str, ...], requirements: str | None = None)
     return [found[n] for n in names]
 
 
-def smoke_plan(config: AppConfig, pipeline: PipelineConfig) -> SmokePlan:
+def smoke_plan(config: AppConfig, pipeline: PipelineConfig, *, plan: StagePlan | None = None) -> SmokePlan:
+    """`plan`: the stage's plan (its artifacts and keys), as the stage's stacks used it; computed when not given."""
+    plan = plan or plan_stage(config, PROJECT_ROOT)
     endpoints = []
     for endpoint in config.endpoints:
-        located = endpoint_artifacts(config, endpoint)
+        located = plan.endpoint_artifacts(endpoint.name)
         models = [
             ModelCheck(
                 name=artifact.model.name,
@@ -102,7 +104,7 @@ def smoke_step(
             f'export {SUMMARY_VARIABLE}="$(cat {REPORT_DIR}/summary.txt)"',
         ],
         env={
-            "SMOKE_PLAN": smoke_plan(stage.config, pipeline).to_json(),
+            "SMOKE_PLAN": smoke_plan(stage.config, pipeline, plan=stage.stacks.plan).to_json(),
             "SMOKE_ROLE_ARN": role_arn,
             "SMOKE_REGION": stage.region or cdk.Aws.REGION,
         },

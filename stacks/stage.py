@@ -10,9 +10,10 @@ from constructs import Construct
 from stacks.artifact_stack import ArtifactStack
 from stacks.build_stack import BuildStack
 from stacks.endpoint_stack import EndpointStack
-from triton_cdk.artifact_keys import endpoint_artifacts
+from stacks.stage_plan import StagePlan, plan_stage
 from triton_cdk.config import AppConfig
-from triton_cdk.promotion import check_promotion, promotion_source_bucket
+from triton_cdk.config.loader import PROJECT_ROOT
+from triton_cdk.promotion import check_artifact_promotion, promotion_source_bucket
 
 
 @dataclass
@@ -20,23 +21,35 @@ class StageStacks:
     artifacts: ArtifactStack
     build: BuildStack
     endpoints: dict[str, EndpointStack]
+    plan: StagePlan
 
 
 def stack_prefix(config: AppConfig) -> str:
     return f"Triton-{config.stage}"
 
 
-def add_stage_stacks(scope: Construct, config: AppConfig, *, promotion_source: AppConfig | None = None) -> StageStacks:
+def add_stage_stacks(
+    scope: Construct,
+    config: AppConfig,
+    *,
+    promotion_source: AppConfig | None = None,
+    plan: StagePlan | None = None,
+    source_plan: StagePlan | None = None,
+) -> StageStacks:
     """`promotion_source`: the config of the stage named by `config.promote_from` (required then).
 
+    `plan` / `source_plan`: the stage plans of `config` / `promotion_source` when the caller already
+    computed them (the pipeline plans each stage once); computed here otherwise.
     A promoting stage must need only artifacts its source builds (checked here, at synth) and
     copies them from the source's bucket instead of building.
     """
+    plan = plan or plan_stage(config, PROJECT_ROOT)
     source_bucket = None
     if config.promote_from:
         if promotion_source is None or promotion_source.stage != config.promote_from:
             raise ValueError(f"stage {config.stage!r} promotes from {config.promote_from!r}: pass that stage's config")
-        check_promotion(config, promotion_source)
+        source_plan = source_plan or plan_stage(promotion_source, PROJECT_ROOT)
+        check_artifact_promotion(config, promotion_source, plan.stage_artifacts(), source_plan.stage_artifacts())
         source_bucket = promotion_source_bucket(config, promotion_source)
     env = cdk.Environment(account=config.account, region=config.region) if config.account or config.region else None
     prefix = stack_prefix(config)
@@ -45,7 +58,7 @@ def add_stage_stacks(scope: Construct, config: AppConfig, *, promotion_source: A
     # stage's name): `make deploy` and the pipeline then deploy the same stacks, never two copies that
     # fight over the same fixed names (bucket, endpoint, alarms).
     artifacts = ArtifactStack(scope, f"{prefix}-Artifacts", stack_name=f"{prefix}-Artifacts", config=config, **common)
-    per_endpoint = {endpoint.name: endpoint_artifacts(config, endpoint) for endpoint in config.endpoints}
+    per_endpoint = plan.endpoints
     build = BuildStack(
         scope,
         f"{prefix}-Build",
@@ -69,4 +82,4 @@ def add_stage_stacks(scope: Construct, config: AppConfig, *, promotion_source: A
         # is created; and on delete the endpoint goes first.
         stack.add_stack_dependency(build, "model artifacts must exist before the SageMaker models")
         endpoints[name] = stack
-    return StageStacks(artifacts=artifacts, build=build, endpoints=endpoints)
+    return StageStacks(artifacts=artifacts, build=build, endpoints=endpoints, plan=plan)

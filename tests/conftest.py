@@ -1,17 +1,20 @@
 """Session-wide test settings shared by every area."""
 
-import functools
-import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from synth_helpers import CONFIG_DIR, Synthesized, synth_pipeline, synth_stage
+
+from endpoint_client.errors import LocalEndpointError
+from endpoint_client.local_endpoint import LocalEndpoint
+from endpoint_client.triton_install import TritonInstall
+from model_build.package import write_model_archive
 
 # jsii prints an end-of-life banner on Node 20 unless told not to; set before aws_cdk loads.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
@@ -32,32 +35,98 @@ def shared_dir() -> Path:
     return SHARED_DIR
 
 
-@functools.cache
-def synth_stage(stage: str):
-    """The app for config/<stage>.yaml, synthesized once per test session (with cdk-nag on).
-
-    Returns (app, StageStacks, CloudAssembly); assert on it with Template.from_stack(...).
-    """
-    from stacks.app_factory import create_app
-    from triton_cdk.config import load_stage
-
-    outdir = tempfile.mkdtemp(prefix=f"cdk-{stage}-")
-    # The CLI passes cdk.json's context (feature flags); tests must synthesize with the same.
-    context = json.loads((PROJECT_ROOT / "cdk.json").read_text())["context"]
-    config = load_stage(stage)
-    source = load_stage(config.promote_from) if config.promote_from else None
-    app, stacks = create_app(config, promotion_source=source, outdir=outdir, context=context)
-    return app, stacks, app.synth()
+# ---------------------------------------------------------------------------------------------------------
+# Synthesized apps: one synth per app per session, shared by every area (tests/synth_helpers.py).
 
 
 @pytest.fixture(scope="session")
-def dev_stage():
+def dev_app() -> Synthesized:
+    """config/dev.yaml's stage app, as `make synth` writes cdk.out/."""
     return synth_stage("dev")
 
 
 @pytest.fixture(scope="session")
-def prod_stage():
+def prod_app() -> Synthesized:
+    """config/prod.yaml's stage app (promotes from dev), as `make synth STAGE=prod` writes it."""
     return synth_stage("prod")
+
+
+@pytest.fixture(scope="session")
+def pipeline_app() -> Synthesized:
+    """config/pipeline.yaml's app (`make synth-pipeline`): the pipeline stack, its stages nested."""
+    return synth_pipeline(CONFIG_DIR)
+
+
+# Older names, kept while the areas move to the ones above: (app, StageStacks, CloudAssembly).
+@pytest.fixture(scope="session")
+def dev_stage(dev_app: Synthesized):
+    return dev_app.app, dev_app.stacks, dev_app.assembly
+
+
+@pytest.fixture(scope="session")
+def prod_stage(prod_app: Synthesized):
+    return prod_app.app, prod_app.stacks, prod_app.assembly
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The real CPU Triton (nvidia-pytriton's tritonserver in .venv-triton, made by `make .venv-triton/.stamp`,
+# which `make test` runs first), started once per session per mode on a free loopback port, always stopped
+# in the fixture's `finally`, also when a test fails. Used by tests/client and the pipeline's smoke tests.
+
+TRITON_ENV = PROJECT_ROOT / ".venv-triton"
+EXAMPLE_MODEL = PROJECT_ROOT / "examples" / "models" / "add_sub"
+QUIET = {"SAGEMAKER_TRITON_LOG_VERBOSE": "false"}  # as the CDK model sets it by default
+
+
+@pytest.fixture(scope="session")
+def triton_env() -> Path:
+    try:
+        TritonInstall.find(TRITON_ENV)
+    except LocalEndpointError as error:
+        pytest.skip(f"no CPU Triton: {error}")
+    return TRITON_ENV
+
+
+@pytest.fixture(scope="session")
+def add_sub_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example model packaged by model_build's packager: what the local endpoint serves."""
+    archive = tmp_path_factory.mktemp("package") / "model.tar.gz"
+    write_model_archive(EXAMPLE_MODEL, archive)
+    return archive
+
+
+def _started(endpoint: LocalEndpoint) -> Iterator[LocalEndpoint]:
+    try:
+        endpoint.start()
+        yield endpoint
+    finally:
+        endpoint.stop()
+
+
+@pytest.fixture(scope="session")
+def single_endpoint(
+    triton_env: Path, add_sub_archive: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalEndpoint]:
+    endpoint = LocalEndpoint(
+        add_sub_archive,
+        environment={"SAGEMAKER_TRITON_DEFAULT_MODEL_NAME": "add_sub", **QUIET},
+        triton_env=triton_env,
+        workdir=tmp_path_factory.mktemp("single-endpoint"),
+        startup_timeout=60,
+    )
+    yield from _started(endpoint)
+
+
+@pytest.fixture(scope="session")
+def multi_endpoint(triton_env: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEndpoint]:
+    endpoint = LocalEndpoint(
+        environment=QUIET,
+        multi_model=True,
+        triton_env=triton_env,
+        workdir=tmp_path_factory.mktemp("multi-endpoint"),
+        startup_timeout=60,
+    )
+    yield from _started(endpoint)
 
 
 @pytest.fixture(scope="session")

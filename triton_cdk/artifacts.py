@@ -157,6 +157,26 @@ class ArtifactStore(Construct):
             )
         )
 
+    def model_read_statements(self) -> list[iam.PolicyStatement]:
+        """Identity-policy statements that read and list the model prefix and decrypt it with the store's key."""
+        return [
+            iam.PolicyStatement(
+                sid="ReadModels", actions=["s3:GetObject", "s3:GetObjectVersion"], resources=[self.model_objects_arn]
+            ),
+            list_models_statement(self.bucket.bucket_arn, self.model_prefix),
+            iam.PolicyStatement(
+                sid="DecryptModels", actions=["kms:Decrypt", "kms:DescribeKey"], resources=[self.key.key_arn]
+            ),
+        ]
+
+    def grant_read_models(self, grantee: iam.IGrantable) -> None:
+        """Allow `grantee` (identity policy) to read and list the model prefix and decrypt it.
+
+        A role of another stack also needs `allow_model_read` (the bucket policy admits only named roles).
+        """
+        for statement in self.model_read_statements():
+            grantee.grant_principal.add_to_principal_policy(statement)
+
     def allow_model_read(self, role: iam.IRole, sid: str) -> None:
         """Bucket policy + key grant: `role` may read (and list) the model prefix only."""
         self.bucket.add_to_resource_policy(
@@ -168,12 +188,11 @@ class ArtifactStore(Construct):
             )
         )
         self.bucket.add_to_resource_policy(
-            iam.PolicyStatement(
+            list_models_statement(
+                self.bucket.bucket_arn,
+                self.model_prefix,
                 sid=f"{sid}ListModels",
                 principals=[iam.ArnPrincipal(role.role_arn)],
-                actions=["s3:ListBucket"],
-                resources=[self.bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"{self.model_prefix}*"]}},
             )
         )
 
@@ -193,12 +212,8 @@ class ArtifactStore(Construct):
         )
         # Promotion lists the source prefix to copy an unpacked (uncompressed) model folder.
         self.bucket.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid=f"Account{account}ListModels",
-                principals=[principal],
-                actions=["s3:ListBucket"],
-                resources=[self.bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"{self.model_prefix}*"]}},
+            list_models_statement(
+                self.bucket.bucket_arn, self.model_prefix, sid=f"Account{account}ListModels", principals=[principal]
             )
         )
         self.key.add_to_resource_policy(
@@ -226,3 +241,21 @@ class ArtifactStore(Construct):
                 resources=[self.model_objects_arn],
             )
         )
+
+
+def list_models_statement(
+    bucket_arn: str, model_prefix: str, *, sid: str = "ListModels", principals: list[iam.IPrincipal] | None = None
+) -> iam.PolicyStatement:
+    """s3:ListBucket on `bucket_arn`, only under `model_prefix` (the s3:prefix condition).
+
+    Readers and writers of the models need it: without ListBucket a missing key answers 403 instead of
+    404 (S3 API Reference, HeadObject), and promotion lists a prefix to copy an unpacked model folder.
+    `principals` only in a resource (bucket) policy. Default: - an identity-policy statement.
+    """
+    return iam.PolicyStatement(
+        sid=sid,
+        principals=principals,
+        actions=["s3:ListBucket"],
+        resources=[bucket_arn],
+        conditions={"StringLike": {"s3:prefix": [f"{model_prefix}*"]}},
+    )

@@ -47,8 +47,9 @@ def restrict_grants_to_aws_services(key: kms.IKey) -> None:
     )
 
 
-def _in_build_stack(node: IConstruct) -> bool:
-    return cdk.Stack.of(node).node.id.endswith("-Build")
+def is_build_stack(stack: cdk.Stack) -> bool:
+    """The stage's build stack (`Triton-<stage>-Build`): its frameworks' resources get the acknowledgements."""
+    return stack.node.id.endswith("-Build")
 
 
 @jsii.implements(cdk.IAspect)
@@ -57,12 +58,17 @@ class BuildStackFindings:
 
     Its Lambda functions are custom-resource handlers (ensure-artifact and CDK's Provider framework),
     its state machine the Provider framework's waiter, its log groups those of the handlers and the
-    builds. Only the build stack's resources: the same resource elsewhere is a finding to look at.
-    Aspects stop at Stage boundaries: add this to the App and to each Stage.
+    builds. Only the build stack's resources: the same resource elsewhere is a finding to look at. Run
+    over a build stack's constructs, or as an Aspect with `only_build_stacks` on a Stage (triton_cdk/nag.py).
     """
 
+    def __init__(self, *, only_build_stacks: bool = False) -> None:
+        self._only_build_stacks = only_build_stacks
+
     def visit(self, node: IConstruct) -> None:
-        if not isinstance(node, cdk.CfnResource) or not _in_build_stack(node):
+        if not isinstance(node, cdk.CfnResource):
+            return
+        if self._only_build_stacks and not is_build_stack(cdk.Stack.of(node)):
             return
         if isinstance(node, lambda_.CfnFunction) and node.vpc_config is None:
             acknowledge_guard(

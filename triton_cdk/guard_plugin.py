@@ -8,13 +8,19 @@ Two departures from the plain `CfnGuardValidator`, both measured:
   Tower rule file names its types ("Reports on:"); a rule over absent types finds nothing. On the
   dev app (15 templates) this ran 28 of the 237 files, cfn-guard's CPU time fell from 10.2 s to 1.6 s,
   and its findings were identical.
+
+The rule files are read out of the package's 12 MB jsii tarball once per package version and kept in a
+private per-user cache (as jsii keeps its extracted packages): reading the tarball took 0.35 s of every synth.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import re
+import shutil
+import stat
 import tarfile
 import tempfile
 from pathlib import Path
@@ -28,24 +34,70 @@ RULES_IN_PACKAGE = "package/rules/control-tower/cfn-guard/"
 REPORTS_ON = re.compile(r"#\s*Reports on:\s*\n((?:#[^\n]*AWS::[^\n]*\n)+)")  # one or more lines of types
 
 
-@functools.cache
-def control_tower_rules() -> dict[Path, frozenset[str]]:
-    """Every bundled Control Tower rule file (extracted once per process) -> the resource types it reports on.
+CACHE_INDEX = "reports-on.json"  # rule file name -> the resource types it reports on
 
-    A file whose types cannot be read maps to an empty set and always runs.
-    """
-    (archive,) = Path(guard_package.__file__).parent.glob("*.jsii.tgz")
-    folder = Path(tempfile.mkdtemp(prefix="cfn-guard-rules-"))
-    rules: dict[Path, frozenset[str]] = {}
+
+def _read_rules_from_package(archive: Path, folder: Path) -> dict[str, list[str]]:
+    """Writes every Control Tower rule file of the package's tarball into `folder`; returns the index."""
+    index: dict[str, list[str]] = {}
     with tarfile.open(archive) as tar:
         for member in tar.getmembers():
             if member.isfile() and member.name.startswith(RULES_IN_PACKAGE) and member.name.endswith(".guard"):
                 text = tar.extractfile(member).read().decode()
-                path = folder / member.name.removeprefix(RULES_IN_PACKAGE).replace("/", "__")
-                path.write_text(text)
+                name = member.name.removeprefix(RULES_IN_PACKAGE).replace("/", "__")
+                (folder / name).write_text(text)
                 found = REPORTS_ON.search(text)
-                rules[path] = frozenset(re.findall(r"AWS::[A-Za-z0-9:]+", found.group(1))) if found else frozenset()
-    return rules
+                index[name] = sorted(set(re.findall(r"AWS::[A-Za-z0-9:]+", found.group(1)))) if found else []
+    return index
+
+
+def _private_cache_root() -> Path | None:
+    """The user's cache folder for the rules, created 0700; None when it is not private to this user
+    (others could then plant weaker rules: the caller extracts into a fresh temp folder instead)."""
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "triton-cdk" / "cfn-guard-rules"
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = root.stat()
+    except OSError:
+        return None
+    private = info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return root if private and stat.S_ISDIR(info.st_mode) else None
+
+
+def _cached_rules(archive: Path) -> tuple[Path, dict[str, list[str]]]:
+    """(folder of the rule files, index) for this exact tarball: from the cache, else extracted (atomically)."""
+    info = archive.stat()
+    root = _private_cache_root()
+    if root is None:
+        folder = Path(tempfile.mkdtemp(prefix="cfn-guard-rules-"))
+        return folder, _read_rules_from_package(archive, folder)
+    folder = root / f"{archive.name}-{info.st_size}-{info.st_mtime_ns}"
+    try:
+        index = json.loads((folder / CACHE_INDEX).read_text())
+        if all((folder / name).is_file() for name in index):
+            return folder, index
+    except (OSError, ValueError):
+        pass
+    staging = Path(tempfile.mkdtemp(prefix=".partial-", dir=root))
+    index = _read_rules_from_package(archive, staging)
+    (staging / CACHE_INDEX).write_text(json.dumps(index))  # written last: its presence marks a whole copy
+    shutil.rmtree(folder, ignore_errors=True)  # an incomplete earlier copy
+    try:
+        staging.rename(folder)
+    except OSError:  # another synth finished the same copy first
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder, index
+
+
+@functools.cache
+def control_tower_rules() -> dict[Path, frozenset[str]]:
+    """Every bundled Control Tower rule file -> the resource types it reports on.
+
+    A file whose types cannot be read maps to an empty set and always runs.
+    """
+    (archive,) = Path(guard_package.__file__).parent.glob("*.jsii.tgz")
+    folder, index = _cached_rules(archive)
+    return {folder / name: frozenset(types) for name, types in index.items()}
 
 
 def resource_types(template_paths: list[str]) -> set[str]:

@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 _TABLE = "sagemaker/core/image_uri_config/sagemaker-tritonserver.json"
@@ -106,3 +107,21 @@ class TritonImageLookup(Construct):
         return stack.format_arn(
             service="ecr", account=self.account, resource="repository", resource_name=self._repository
         )
+
+    def grant_pull(self, grantee: iam.IGrantable) -> None:
+        """Allow `grantee` to log in to the image's registry and pull the Triton image (this region's repository)."""
+        for statement in pull_image_statements(self.repository_arn):
+            grantee.grant_principal.add_to_principal_policy(statement)
+
+
+def pull_image_statements(repository_arn: str) -> list[iam.PolicyStatement]:
+    """Identity-policy statements that pull an image from `repository_arn` (sids PullTritonImage, EcrLogin)."""
+    return [
+        iam.PolicyStatement(
+            sid="PullTritonImage",
+            actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+            resources=[repository_arn],
+        ),
+        # ecr:GetAuthorizationToken has no resource type: it can only be granted on "*".
+        iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+    ]

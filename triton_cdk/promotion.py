@@ -8,26 +8,32 @@ stage produces; otherwise synth fails here, naming the model and what differs.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
-from triton_cdk.artifact_keys import ModelArtifact, endpoint_artifacts
+from triton_cdk.artifact_keys import EndpointArtifacts, ModelArtifact, endpoint_artifacts
 from triton_cdk.config import AppConfig
-from triton_cdk.config.loader import PROJECT_ROOT
 
 
 class PromotionError(ValueError):
     """The target stage needs an artifact the source stage never builds."""
 
 
-def stage_artifacts(config: AppConfig, base_dir: Path = PROJECT_ROOT) -> dict[str, list[ModelArtifact]]:
-    """Every model artifact a stage's endpoints need, by model name (one per distinct key)."""
+def collect_stage_artifacts(located: Iterable[EndpointArtifacts]) -> dict[str, list[ModelArtifact]]:
+    """Every model artifact the endpoints need (composing ones too), by model name (one per distinct key)."""
     by_model: dict[str, list[ModelArtifact]] = {}
-    for endpoint in config.endpoints:
-        for artifact in endpoint_artifacts(config, endpoint, base_dir).models:
+    for endpoint in located:
+        served = endpoint.models
+        for artifact in (needed for served_artifact in served for needed in served_artifact.with_composing()):
             known = by_model.setdefault(artifact.model.name, [])
             if all(a.key != artifact.key for a in known):
                 known.append(artifact)
     return by_model
+
+
+def stage_artifacts(config: AppConfig, base_dir: Path) -> dict[str, list[ModelArtifact]]:
+    """Every model artifact a stage's endpoints need, by model name; `base_dir`: where source paths start."""
+    return collect_stage_artifacts(endpoint_artifacts(config, endpoint, base_dir) for endpoint in config.endpoints)
 
 
 def _differences(wanted: ModelArtifact, built: ModelArtifact, target: AppConfig, source: AppConfig) -> list[str]:
@@ -48,12 +54,23 @@ def _differences(wanted: ModelArtifact, built: ModelArtifact, target: AppConfig,
     return found or ["the artifact digest"]
 
 
-def promotion_problems(target: AppConfig, source: AppConfig, base_dir: Path = PROJECT_ROOT) -> list[str]:
+def promotion_problems(target: AppConfig, source: AppConfig, base_dir: Path) -> list[str]:
     """One message per artifact `target` needs that `source` does not build (empty: build once holds)."""
-    built = stage_artifacts(source, base_dir)
+    return artifact_promotion_problems(
+        target, source, stage_artifacts(target, base_dir), stage_artifacts(source, base_dir)
+    )
+
+
+def artifact_promotion_problems(
+    target: AppConfig,
+    source: AppConfig,
+    needed: dict[str, list[ModelArtifact]],
+    built: dict[str, list[ModelArtifact]],
+) -> list[str]:
+    """`promotion_problems` from artifacts already computed (`stage_artifacts` of target and source)."""
     built_keys = {a.key for artifacts in built.values() for a in artifacts}
     problems = []
-    for name, wanted_list in stage_artifacts(target, base_dir).items():
+    for name, wanted_list in needed.items():
         for wanted in wanted_list:
             if wanted.key in built_keys:
                 continue
@@ -76,8 +93,18 @@ def promotion_problems(target: AppConfig, source: AppConfig, base_dir: Path = PR
     return problems
 
 
-def check_promotion(target: AppConfig, source: AppConfig, base_dir: Path = PROJECT_ROOT) -> None:
-    problems = promotion_problems(target, source, base_dir)
+def check_promotion(target: AppConfig, source: AppConfig, base_dir: Path) -> None:
+    check_artifact_promotion(target, source, stage_artifacts(target, base_dir), stage_artifacts(source, base_dir))
+
+
+def check_artifact_promotion(
+    target: AppConfig,
+    source: AppConfig,
+    needed: dict[str, list[ModelArtifact]],
+    built: dict[str, list[ModelArtifact]],
+) -> None:
+    """Raise `PromotionError` listing every artifact in `needed` (target's) that `built` (source's) lacks."""
+    problems = artifact_promotion_problems(target, source, needed, built)
     if problems:
         raise PromotionError(
             f"stage {target.stage!r} promotes from {source.stage!r} but would need artifacts "

@@ -6,7 +6,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from triton_cdk.artifacts import ArtifactStore
+from triton_cdk.artifacts import ArtifactStore, list_models_statement
+from triton_cdk.images import pull_image_statements
 from triton_cdk.nag import acknowledge, arn_pattern
 
 
@@ -32,25 +33,8 @@ class SageMakerExecutionRole(Construct):
             description="SageMaker execution role for Triton models",
         )
         statements = [
-            iam.PolicyStatement(
-                sid="ReadModels", actions=["s3:GetObject", "s3:GetObjectVersion"], resources=[store.model_objects_arn]
-            ),
-            iam.PolicyStatement(
-                sid="ListModels",
-                actions=["s3:ListBucket"],
-                resources=[store.bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"{store.model_prefix}*"]}},
-            ),
-            iam.PolicyStatement(
-                sid="DecryptModels", actions=["kms:Decrypt", "kms:DescribeKey"], resources=[store.key.key_arn]
-            ),
-            iam.PolicyStatement(
-                sid="PullTritonImage",
-                actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
-                resources=[image_repository_arn],
-            ),
-            # ecr:GetAuthorizationToken has no resource type: it can only be granted on "*".
-            iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+            *store.model_read_statements(),
+            *pull_image_statements(image_repository_arn),
             iam.PolicyStatement(
                 sid="WriteLogs",
                 actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
@@ -112,14 +96,7 @@ class ModelBuildRole(Construct):
                 resources=[store.model_objects_arn],
             )
         )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="ListModels",
-                actions=["s3:ListBucket"],
-                resources=[store.bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"{store.model_prefix}*"]}},
-            )
-        )
+        self.role.add_to_principal_policy(list_models_statement(store.bucket.bucket_arn, store.model_prefix))
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="EncryptModels",

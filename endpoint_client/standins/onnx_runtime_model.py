@@ -14,6 +14,19 @@ import onnxruntime as ort
 import triton_python_backend_utils as pb_utils
 
 ONNX_FILE_PARAMETER = "LOCAL_ENDPOINT_ONNX_FILE"
+# A TensorRT model's config may declare a narrower type than its ONNX file (TensorRT 8.6 turned INT64 inputs
+# into INT32): inputs are cast to what the ONNX graph takes, as the engine's build did.
+ONNX_TYPES = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(double)": np.float64,
+    "tensor(int64)": np.int64,
+    "tensor(int32)": np.int32,
+    "tensor(int16)": np.int16,
+    "tensor(int8)": np.int8,
+    "tensor(uint8)": np.uint8,
+    "tensor(bool)": np.bool_,
+}
 
 
 class TritonPythonModel:
@@ -25,6 +38,7 @@ class TritonPythonModel:
         options.intra_op_num_threads = 1  # one Triton model instance, one core: predictable on a laptop
         self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         self.inputs = [tensor["name"] for tensor in config["input"]]
+        self.input_types = {i.name: ONNX_TYPES.get(i.type) for i in self.session.get_inputs()}
         self.outputs = [tensor["name"] for tensor in config["output"]]
         self.output_types = {t["name"]: pb_utils.triton_string_to_numpy(t["data_type"]) for t in config["output"]}
 
@@ -35,7 +49,9 @@ class TritonPythonModel:
             for name in self.inputs:
                 tensor = pb_utils.get_input_tensor_by_name(request, name)
                 if tensor is not None:  # optional inputs may be left out
-                    feeds[name] = tensor.as_numpy()
+                    array = tensor.as_numpy()
+                    expected = self.input_types.get(name)
+                    feeds[name] = array if expected is None or array.dtype == expected else array.astype(expected)
             try:
                 results = self.session.run(self.outputs, feeds)
             except Exception as error:  # ONNX Runtime's own message, as the onnxruntime backend reports it

@@ -12,6 +12,7 @@ broken repository except when the path is not a folder at all.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from model_build.check.ensemble import ensemble_problems
@@ -26,14 +27,21 @@ __all__ = ["Problem", "Target", "check_model_config", "check_repository", "targe
 
 
 def check_repository(
-    repo: Path, *, configs_only: bool = False, instance_type: str | None = None, triton_release: str | None = None
+    repo: Path,
+    *,
+    configs_only: bool = False,
+    instance_type: str | None = None,
+    triton_release: str | None = None,
+    packed_environments: Mapping[str, Path] | None = None,
 ) -> list[Problem]:
     """Every problem in the model repository `repo`, ordered by model.
 
     `configs_only` skips what needs the model files (version folders, model files, label files,
     execution environments); `instance_type` (e.g. "ml.g5.xlarge") enables the rules that depend on
     its GPUs (gpu ids, KIND_GPU on a CPU type, TensorRT without a GPU); `triton_release` (e.g. "24.09")
-    the rules that differ between releases (TensorRT data types, minimum GPU compute capability).
+    the rules that differ between releases (TensorRT data types, minimum GPU compute capability);
+    `packed_environments` (model -> archive) the environments `package` packed to ship as
+    `<model>/python_env.tar.gz`, judged as if they lay there.
     """
     repo = Path(repo)
     if not repo.is_dir():
@@ -46,7 +54,13 @@ def check_repository(
     if not folders:
         message = f"no model folders in {repo}: expected {repo}/<model>/config.pbtxt"
         problems.append(Problem(REPOSITORY, "", message, "layout-config"))
-    models = {folder.name: check_model_folder(folder, configs_only=configs_only, target=target) for folder in folders}
+    packed = packed_environments or {}
+    models = {
+        folder.name: check_model_folder(
+            folder, configs_only=configs_only, target=target, packed_environment=packed.get(folder.name)
+        )
+        for folder in folders
+    }
     for model in models.values():
         problems += model.problems
     problems += ensemble_problems(models)

@@ -22,6 +22,8 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from model_build.errors import InvalidModelError
+
 # libarchive's pathname_limit (see above); also our bound for one pax header and all global ones.
 MAX_SPECIAL_HEADER = 1 << 20
 # A member is preceded by a handful of headers (long name, long link, pax); a longer chain is crafted.
@@ -40,7 +42,7 @@ _CHAIN = "_model_build_chain"
 _GLOBAL_BYTES = "_model_build_global_bytes"
 
 
-class ArchiveLimitError(Exception):
+class ArchiveLimitError(InvalidModelError):
     """The archive exceeds a bound above; the message says which and where."""
 
 

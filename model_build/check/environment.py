@@ -32,6 +32,7 @@ from model_build.check.bounded_tar import ArchiveLimitError, archive_members
 from model_build.check.problems import Problem
 from model_build.check.schema import PYTHON_BACKEND, ModelConfig
 from model_build.config_yaml import clip
+from model_build.settings import PACKED_ENVIRONMENT_NAME, REQUIREMENTS_NAME
 
 RULE = "execution-env"
 FIELD = "parameters.EXECUTION_ENV_PATH"
@@ -54,12 +55,18 @@ def environment_folder(config: ModelConfig) -> str | None:
     return parts[0] if parts and parts[0] not in (".", "..") else None
 
 
-def environment_problems(folder: Path, config: ModelConfig) -> list[Problem]:
-    """Every reason the python backend would fail to use this model's EXECUTION_ENV_PATH."""
+def environment_problems(folder: Path, config: ModelConfig, packed: Path | None = None) -> list[Problem]:
+    """Every reason the python backend would fail to use this model's EXECUTION_ENV_PATH.
+
+    `packed`: an environment `package` packed for this model (model_build.python_env) that will lie at
+    `$$TRITON_MODEL_DIRECTORY/python_env.tar.gz` in the package; it is judged in place of the folder's file."""
     if config.backend != PYTHON_BACKEND or "EXECUTION_ENV_PATH" not in config.parameters:
         return []
     value = config.parameters["EXECUTION_ENV_PATH"].string_value
-    messages = _messages(folder, value)
+    if packed is not None and value == f"{MODEL_DIRECTORY_VARIABLE}/{PACKED_ENVIRONMENT_NAME}":
+        messages = _archive_messages(packed, PACKED_ENVIRONMENT_NAME)
+    else:
+        messages = _messages(folder, value)
     return [Problem(config.name, FIELD, message, RULE) for message in messages]
 
 
@@ -87,9 +94,15 @@ def _messages(folder: Path, value: str) -> list[str]:
         try:
             info = os.lstat(current)
         except FileNotFoundError:
+            hint = ""
+            if normal == PACKED_ENVIRONMENT_NAME and (folder / REQUIREMENTS_NAME).is_file():
+                hint = (
+                    f"; `model_build package --environment-python PY` packs it from {REQUIREMENTS_NAME} into the "
+                    "package"
+                )
             return [
                 f"execution environment {normal} is not in the model folder {folder.name}/ ({value}): the python "
-                f'backend fails with "Failed to get the canonical path for {path}."'
+                f'backend fails with "Failed to get the canonical path for {path}."{hint}'
             ]
         except OSError as error:
             return [f"execution environment {normal} cannot be read ({error.strerror or error})"]

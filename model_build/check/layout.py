@@ -164,7 +164,9 @@ def _version_problems(model: CheckedModel, versions: dict[int, Path], *, configs
     return found
 
 
-def _model_file_problems(folder: Path, config, versions: dict[int, Path], target: Target) -> list[Problem]:
+def _model_file_problems(
+    folder: Path, config, versions: dict[int, Path], target: Target, packed_environment: Path | None = None
+) -> list[Problem]:
     found = []
     expected = expected_model_file(config, compute_capability=target.compute_capability)
     what = config.platform or config.backend
@@ -189,11 +191,13 @@ def _model_file_problems(folder: Path, config, versions: dict[int, Path], target
                     "model-file",
                 )
             )
-    return found + environment_problems(folder, config)
+    return found + environment_problems(folder, config, packed_environment)
 
 
-def check_model_folder(folder: Path, *, configs_only: bool, target: Target) -> CheckedModel:
-    """Schema, Triton's rules and layout for one model folder."""
+def check_model_folder(
+    folder: Path, *, configs_only: bool, target: Target, packed_environment: Path | None = None
+) -> CheckedModel:
+    """Schema, Triton's rules and layout for one model folder (`packed_environment`: see environment.py)."""
     model = CheckedModel(folder.name, None)
     shown = printable(folder.name)
     # What package would refuse, whatever the config says (every file, its name and type).
@@ -252,7 +256,7 @@ def check_model_folder(folder: Path, *, configs_only: bool, target: Target) -> C
     model.problems += _version_problems(model, versions, configs_only=configs_only)
     model.problems += files
     if not configs_only:
-        model.problems += _model_file_problems(folder, config, versions, target)
+        model.problems += _model_file_problems(folder, config, versions, target, packed_environment)
         # A model file that is not valid ONNX is already reported (files); its I/O cannot be read.
         if not backend_problems:
             model.problems += model_io_problems(folder, config, versions, model.versions or set())

@@ -1,4 +1,11 @@
-"""`python -m model_build config`: write <repository>/<model>/config.pbtxt from an ONNX model."""
+"""`python -m model_build config`: write <repository>/<model>/config.pbtxt.
+
+- ONNX models (tensorrt_plan, onnxruntime_onnx): generated from --onnx and the settings;
+- ensembles (`--config C --model <ensemble> --repository REPO`): generated from the steps and
+  REPO/<composing>/config.pbtxt (model_build.ensemble_config), with an empty version folder 1/;
+- python models with `environment:`: EXECUTION_ENV_PATH added to (or verified in) REPO/<name>/config.pbtxt
+  (model_build.execution_env); the folder itself is the user's.
+"""
 
 from __future__ import annotations
 
@@ -11,19 +18,29 @@ from pydantic import ValidationError
 from model_build import pbtxt
 from model_build.app_config import format_validation_error, load_model_settings
 from model_build.atomic import write_atomically
+from model_build.ensemble_config import write_ensemble
 from model_build.errors import ModelBuildError
+from model_build.execution_env import ensure_execution_env
 from model_build.onnx_external import ExternalDataError, MalformedModelError, copy_with_external_data
 from model_build.onnx_inspect import inspect_model
 from model_build.releases import UnknownReleaseError, release
 from model_build.settings import ModelSettings
 
 NAME = "config"
-HELP = "Generate a model's Triton config.pbtxt from its ONNX file and settings."
+HELP = (
+    "Generate a model's Triton config.pbtxt from its ONNX file and settings; an ensemble's from its steps and "
+    "composing configs; a python model's EXECUTION_ENV_PATH for its environment."
+)
 
 
-def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
+def add_settings_arguments(parser: argparse.ArgumentParser, *, onnx_required: bool = True) -> None:
     """--onnx and the model's settings; shared with `trt-command` and `build`."""
-    parser.add_argument("--onnx", type=Path, required=True, help="the model's ONNX file")
+    parser.add_argument(
+        "--onnx",
+        type=Path,
+        required=onnx_required,
+        help="the model's ONNX file" + ("" if onnx_required else " (not for ensembles and python models)"),
+    )
     source = parser.add_argument_group("settings: either --config and --model, or --name with options")
     source.add_argument("--config", type=Path, help="app config file, e.g. config/dev.yaml")
     source.add_argument("--model", help="model name under `models:` in --config")
@@ -44,7 +61,7 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_settings_arguments(parser)
+    add_settings_arguments(parser, onnx_required=False)
     output = parser.add_mutually_exclusive_group(required=True)
     output.add_argument("--repository", type=Path, help="model repository folder; writes <repository>/<name>/")
     output.add_argument("--stdout", action="store_true", help="print config.pbtxt instead of writing it")
@@ -81,6 +98,8 @@ def _known_release(name: str, where: str) -> None:
 def _settings_from_options(args: argparse.Namespace) -> ModelSettings:
     if not args.name:
         raise ModelBuildError("give either --config FILE --model NAME, or --name NAME")
+    if args.onnx is None:
+        raise ModelBuildError("--onnx FILE is required with --name (ensembles and python models need --config)")
     fields: dict = {"name": args.name, "source": {"path": str(args.onnx)}}
     if args.platform:
         fields["platform"] = args.platform
@@ -110,8 +129,30 @@ def _check_repository_folder(repository: Path) -> None:
         raise ModelBuildError(f"--repository {repository}: not a folder; give the model repository folder")
 
 
+def _run_without_onnx(args: argparse.Namespace, settings: ModelSettings) -> int:
+    """Ensembles and python models: from the repository, not from an ONNX file."""
+    if args.onnx is not None:
+        raise ModelBuildError(f"--onnx does not apply to platform {settings.platform!r} (model {settings.name!r})")
+    if settings.platform == "ensemble":
+        if args.stdout:
+            raise ModelBuildError("an ensemble's config needs --repository REPO (its composing models' configs)")
+        _check_repository_folder(args.repository)
+        written = write_ensemble(args.repository, settings)
+        print(f"wrote {written} and {written.parent / '1'}/", file=sys.stderr)
+        return 0
+    if args.stdout:
+        raise ModelBuildError("a python model's config is its own: give --repository REPO holding REPO/<name>/")
+    done = ensure_execution_env(args.repository / settings.name, settings)
+    print(done or f"model {settings.name!r}: python model without environment:, nothing to write", file=sys.stderr)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     settings, triton_release = settings_and_release(args)
+    if settings.platform in ("ensemble", "python"):
+        return _run_without_onnx(args, settings)
+    if args.onnx is None:
+        raise ModelBuildError(f"--onnx FILE is required for platform {settings.platform!r}")
     signature = inspect_model(args.onnx)
     # generate() refuses a config that `check` would refuse: nothing is written then.
     text = pbtxt.generate(signature, settings, triton_release)

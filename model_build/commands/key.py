@@ -15,7 +15,14 @@ from pathlib import Path
 from model_build.app_config import load_model_settings, read_yaml
 from model_build.catalogue import UnknownInstanceTypeError, instance_type
 from model_build.errors import ModelBuildError
-from model_build.key import PORTABLE_TARGET, SourceError, artifact_digest, model_artifact_key, source_fingerprint
+from model_build.key import (
+    PORTABLE_TARGET,
+    SourceError,
+    artifact_digest,
+    ensemble_source,
+    model_artifact_key,
+    source_fingerprint,
+)
 from model_build.matching import BuildMatchError, match_build
 from model_build.settings import ModelSettings
 from model_build.source_paths import model_source_problems
@@ -82,8 +89,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print {key, digest, source, gpu_target} as JSON")
 
 
-def run(args: argparse.Namespace) -> int:
-    settings, release = load_model_settings(args.config, args.model)
+def _digest(args: argparse.Namespace, settings: ModelSettings, release: str) -> tuple[str, str, str]:
+    """(digest, source fingerprint, GPU target) of one model; an ensemble's from its composing models' digests."""
+    if settings.is_ensemble:
+        digests = {}
+        for name in settings.composing_models:
+            composing, _ = load_model_settings(args.config, name)
+            if composing.is_ensemble:
+                raise ModelBuildError(f"{args.config}: model {name!r}: nested ensembles are not supported yet")
+            digests[name] = _digest(args, composing, release)[0]
+        source = ensemble_source(digests)
+        digest = artifact_digest(settings, source=source, triton_release=release, gpu_target=PORTABLE_TARGET)
+        return digest, source, PORTABLE_TARGET
     if args.gpu_target is not None:
         if not _GPU_TARGET.match(args.gpu_target):
             raise ModelBuildError(
@@ -96,17 +113,22 @@ def run(args: argparse.Namespace) -> int:
     problems = model_source_problems(settings, args.base_dir)
     if problems:
         raise ModelBuildError(
-            "\n".join(f"{args.config}: model {args.model!r}: {field}: {message}" for field, message in problems)
+            "\n".join(f"{args.config}: model {settings.name!r}: {field}: {message}" for field, message in problems)
             + f"\n(--base-dir {args.base_dir} is the project root; run from it or pass --base-dir)"
         )
     try:
         source = source_fingerprint(settings.source, args.base_dir)
     except (FileNotFoundError, SourceError) as error:
-        raise ModelBuildError(f"{args.config}: model {args.model!r}: {error}") from None
+        raise ModelBuildError(f"{args.config}: model {settings.name!r}: {error}") from None
     digest = artifact_digest(settings, source=source, triton_release=release, gpu_target=gpu_target)
+    return digest, source, gpu_target if settings.needs_gpu_build else PORTABLE_TARGET
+
+
+def run(args: argparse.Namespace) -> int:
+    settings, release = load_model_settings(args.config, args.model)
+    digest, source, effective_target = _digest(args, settings, release)
     key = model_artifact_key(settings.name, digest)
     if args.json:
-        effective_target = gpu_target if settings.needs_gpu_build else PORTABLE_TARGET
         print(json.dumps({"key": key, "digest": digest, "source": source, "gpu_target": effective_target}))
     else:
         print(key)

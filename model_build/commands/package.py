@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from model_build.package import LAYOUTS, package_repository
+from model_build.package import LAYOUTS, EnvironmentOptions, package_repository
 
 # More threads than this only queue for the same cores and memory.
 MAX_WORKERS = 64
@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         dest="models",
         metavar="NAME",
-        help="package only this model folder (repeatable). Default: every model folder in REPO",
+        help="package only this model folder (repeatable); an ensemble brings every model its steps name. "
+        "Default: every model folder in REPO",
     )
     parser.add_argument(
         "--layout",
@@ -47,9 +48,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--default-model",
         metavar="NAME",
-        help="single layout with several model folders (an ensemble and its steps): the folder SageMaker "
-        "loads, which the endpoint must name in SAGEMAKER_TRITON_DEFAULT_MODEL_NAME. Required then: "
-        "SageMaker's Triton start-up exits on several model folders without it",
+        help="single layout with several model folders: the folder SageMaker loads, which the endpoint must "
+        "name in SAGEMAKER_TRITON_DEFAULT_MODEL_NAME. Default: the one --model given when it is an ensemble; "
+        "required otherwise, as SageMaker's Triton start-up exits on several model folders without it",
+    )
+    environment = parser.add_argument_group(
+        "python execution environments (EXECUTION_ENV_PATH = $$TRITON_MODEL_DIRECTORY/python_env.tar.gz)"
+    )
+    environment.add_argument(
+        "--environment-python",
+        metavar="PY",
+        help="pack each such environment from its model folder's locked requirements.txt with this interpreter "
+        "(the serving image's python3: same Python ABI and glibc as the backend stub) into the package",
+    )
+    environment.add_argument(
+        "--environment-cache",
+        type=Path,
+        metavar="DIR",
+        help="packed environments are cached here by the sha256 of the requirements and the interpreter "
+        "(default: build/python-envs)",
+    )
+    environment.add_argument(
+        "--find-links",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="pip --find-links for packing: a folder of wheels (repeatable)",
+    )
+    environment.add_argument(
+        "--no-index", action="store_true", help="pip --no-index for packing: only --find-links folders"
     )
     parser.add_argument(
         "--workers",
@@ -67,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
         layout=args.layout,
         workers=args.workers,
         default_model=args.default_model,
+        environments=EnvironmentOptions(
+            args.environment_python, args.environment_cache, tuple(args.find_links), args.no_index
+        ),
     )
     for artifact in artifacts:
         print(f"{artifact.path}  sha256:{artifact.sha256}")

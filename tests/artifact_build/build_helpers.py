@@ -1,11 +1,10 @@
-"""Helpers of the build tests: synthesis with cdk-nag, and purpose-built configs (imported by conftest)."""
+"""Helpers of the build tests: purpose-built configs and their stacks (synthesis: tests/synth_helpers.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-# ---------------------------------------------------------------------------------------------
-# Synthesis (each app once per session: a synth with cdk-nag takes ~20 s on 2 cores)
+from synth_helpers import Synthesized, synthesize_built
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 HANDLER_PATH = PROJECT_ROOT / "lambda" / "ensure_artifact" / "index.py"
@@ -14,43 +13,10 @@ SIMPLE_ONNX = SHARED / "triton-configs" / "valid" / "simple" / "1" / "model.onnx
 FLEET_ARN = "arn:aws:codebuild:us-east-1:111111111111:fleet/t4-fleet:0a1b2c3d"
 
 
-class Synthesized:
-    """One synthesized app: templates by stack name, the cdk-nag report, CDK messages."""
-
-    def __init__(self, app, assembly, outdir: Path, stacks: dict):
-        import json
-
-        self.app = app
-        self.assembly = assembly
-        self.outdir = outdir
-        self.stacks = stacks
-        self.templates = {s.stack_name: s.template for s in assembly.stacks}
-        report = outdir / "validation-report.json"
-        self.report = json.loads(report.read_text()) if report.exists() else None
-        self.messages = {s.stack_name: [(m.level, m.entry.data, m.id) for m in s.messages] for s in assembly.stacks}
-
-    def template(self, stack) -> dict:
-        return self.templates[stack.stack_name]
-
-    def template_file(self, stack) -> Path:
-        return self.outdir / f"{stack.artifact_id}.template.json"
-
-
 def synthesize(build, outdir: Path) -> Synthesized:
-    """`build(app) -> dict of stacks`; synthesized with the AwsSolutions checks, as app.py does."""
-    import json
-
-    import aws_cdk as cdk
-
-    from triton_cdk.nag import enable_aws_solutions_checks
-
-    # The CLI passes cdk.json's context (feature flags, e.g. access logs delivered through a bucket
-    # policy instead of an ACL): the variants are synthesized with the same, as app.py's are.
-    context = json.loads((PROJECT_ROOT / "cdk.json").read_text())["context"]
-    app = cdk.App(outdir=str(outdir), context=context)
-    stacks = build(app)
-    enable_aws_solutions_checks(app)
-    return Synthesized(app, app.synth(), outdir, stacks)
+    """`build(app) -> dict of stacks`; synthesized with the checks and cdk.json's context, as app.py does
+    (tests/synth_helpers.py)."""
+    return synthesize_built(build, outdir)
 
 
 def mixed_document() -> dict:
@@ -162,7 +128,7 @@ def stage_stacks(app, config, config_dir: Path | None = None) -> dict:
 
     prefix = f"Triton-{config.stage}"
     artifacts = ArtifactStack(app, f"{prefix}-Artifacts", config=config)
-    located = [endpoint_artifacts(config, endpoint) for endpoint in config.endpoints]
+    located = [endpoint_artifacts(config, endpoint, PROJECT_ROOT) for endpoint in config.endpoints]
     build = BuildStack(
         app,
         f"{prefix}-Build",

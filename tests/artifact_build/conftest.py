@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import uuid
-from pathlib import Path
 
 import boto3
 import pytest
@@ -80,11 +80,10 @@ def handler():
 
 
 @pytest.fixture(scope="session")
-def dev_synth(dev_stage) -> Synthesized:
-    """The shipped dev config through the real app factory (all stacks, as `cdk synth`), synthesized
-    once per session for every test area (tests/conftest.py)."""
-    app, stacks, assembly = dev_stage
-    return Synthesized(app, assembly, Path(assembly.directory), {"stage": stacks})
+def dev_synth(dev_app: Synthesized) -> Synthesized:
+    """The shipped dev app (tests/conftest.py `dev_app`, one synth for every area), its stacks under
+    "stage" as the variants' are under their names."""
+    return dataclasses.replace(dev_app, stacks={"stage": dev_app.stacks})
 
 
 @pytest.fixture(scope="session")

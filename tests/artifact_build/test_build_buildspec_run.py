@@ -231,3 +231,157 @@ def test_an_onnx_file_with_external_data_reaches_the_build_whole(run_buildspec, 
     assert sorted(archive_members(s3, run_buildspec.bucket)) == [
         "tiny/1/mine.weights", "tiny/1/model.onnx", "tiny/config.pbtxt",
     ]  # fmt: skip
+
+
+# --- python environments and ensembles (issue #15) ------------------------------------------------------
+
+sys.path.insert(0, str(PROJECT_ROOT / "tests" / "model_build"))
+from ensemble_fixtures import pipeline_repository, tiny_wheel, write_pipeline  # noqa: E402
+
+PIPE_KEY = "models/pipe/" + "e" * 64 + "/model.tar.gz"
+PIPE_UNPACKED = "models/pipe/" + "e" * 64 + "/uncompressed/"
+CPU_ONLY = {"TRTEXEC": "/nonexistent/trtexec", "EXPECT_TENSORRT": "", "EXPECT_COMPUTE_CAPABILITY": "",
+            "GPU_TARGET": "portable"}  # fmt: skip
+
+
+def members_of(s3, bucket: str, key: str) -> dict[str, bytes]:
+    body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as archive:
+        return {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
+
+
+def one_model_document(model: dict) -> str:
+    return json.dumps({"triton_release": "24.09", "models": [model]})
+
+
+def test_a_python_model_gets_its_environment_packed_in_the_build(run_buildspec, s3, tmp_path):
+    """python_backend README, "Creating Custom Execution Environments": the build (the serving image's python3;
+    here the test's) packs `python_env.tar.gz` from the folder's locked requirements.txt into the archive and
+    `model_build config` sets EXECUTION_ENV_PATH to it."""
+    import zipfile
+
+    write_pipeline(tmp_path / "project")
+    folder = tmp_path / "project" / "models" / "pre"
+    with zipfile.ZipFile(tmp_path / "pre.zip", "w") as zipped:
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            zipped.write(path, path.relative_to(folder).as_posix())
+    sources = "sources-python"
+    s3.create_bucket(Bucket=sources)
+    s3.upload_file(str(tmp_path / "pre.zip"), sources, "pre.zip")
+    wheels = tmp_path / "wheels"
+    tiny_wheel(wheels)
+    model = {
+        "name": "pre", "platform": "python", "source": {"path": "models/pre"},
+        "environment": {"requirements": "models/pre/requirements.txt"}, "max_batch_size": 0,
+        "dynamic_batching": {"enabled": False}, "instance_groups": [{"count": 1, "kind": "KIND_CPU"}],
+    }  # fmt: skip
+    result = run_buildspec(
+        MODEL_NAME="pre",
+        PLATFORM="python",
+        BUILD_CONFIG=one_model_document(model),
+        SOURCE_KIND="zip",
+        SOURCE_URI=f"s3://{sources}/pre.zip",
+        PIP_FIND_LINKS=f"{wheels} {os.environ.get('PIP_FIND_LINKS', '')}".strip(),
+        **CPU_ONLY,
+    )
+    if result.returncode != 0 and "No matching distribution found for numpy" in result.stderr:
+        pytest.skip("pip finds no numpy wheel here")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    members = members_of(s3, run_buildspec.bucket, KEY)
+    assert "pre/python_env.tar.gz" in members
+    assert b'string_value: "$$TRITON_MODEL_DIRECTORY/python_env.tar.gz"' in members["pre/config.pbtxt"]
+    with tarfile.open(fileobj=io.BytesIO(members["pre/python_env.tar.gz"]), mode="r:gz") as environment:
+        names = environment.getnames()
+    assert "bin/activate" in names and any(n.startswith("lib/python3") and "/onlyenv/" in n for n in names)
+
+
+@pytest.fixture
+def composing_archives(tmp_path, s3, run_buildspec) -> str:
+    """The composing models' archives in the artifact bucket, as their own builds left them; COMPOSING_KEYS."""
+    from model_build.package import package_repository
+
+    write_pipeline(tmp_path / "project")
+    repo = pipeline_repository(tmp_path / "project")
+    pairs = []
+    for name in ("pre", "cnn", "post"):
+        (artifact,) = package_repository(repo, tmp_path / "composing" / name, models=[name])
+        key = f"models/{name}/" + name[0] * 64 + "/model.tar.gz"
+        s3.upload_file(str(artifact.path), run_buildspec.bucket, key)
+        pairs.append(f"{name}={key}")
+    return " ".join(pairs)
+
+
+def ensemble_document(tmp_path: Path) -> str:
+    stage = yaml.safe_load((tmp_path / "project" / "stage.yaml").read_text())
+    return one_model_document(next(m for m in stage["models"] if m["name"] == "pipe"))
+
+
+def test_an_ensemble_build_packages_the_ensemble_with_its_composing_models(
+    run_buildspec, s3, tmp_path, composing_archives
+):
+    """PLATFORM=ensemble: the composing archives are fetched from the artifact bucket, the ensemble's config is
+    generated from their configs and checked with them (core ensemble_utils.cc rules), and one archive holds
+    every folder; the unpacked layout's marker (the ensemble's config.pbtxt) and then the archive go last."""
+    result = run_buildspec(
+        MODEL_NAME="pipe",
+        PLATFORM="ensemble",
+        ARTIFACT_KEY=PIPE_KEY,
+        BUILD_CONFIG=ensemble_document(tmp_path),
+        SOURCE_KIND="none",
+        SOURCE_URI="",
+        COMPOSING_KEYS=composing_archives,
+        UNCOMPRESSED_PREFIX=PIPE_UNPACKED,
+        **CPU_ONLY,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    members = members_of(s3, run_buildspec.bucket, PIPE_KEY)
+    assert {name.split("/")[0] for name in members} == {"cnn", "pipe", "post", "pre"}
+    assert b'platform: "ensemble"' in members["pipe/config.pbtxt"]
+    uploads = [line.split()[0] for line in result.stdout.splitlines() if line.startswith("s3://")]
+    assert uploads[-2:] == [
+        f"s3://{run_buildspec.bucket}/{PIPE_UNPACKED}pipe/config.pbtxt",
+        f"s3://{run_buildspec.bucket}/{PIPE_KEY}",
+    ]
+    assert f"s3://{run_buildspec.bucket}/{PIPE_UNPACKED}cnn/1/model.onnx" in uploads
+
+
+@pytest.mark.parametrize(
+    ("drop", "expected"),
+    [("post", "needs its composing models' configs first"), ("all", "PLATFORM=ensemble needs COMPOSING_KEYS")],
+)
+def test_an_ensemble_build_without_every_composing_model_writes_nothing(
+    run_buildspec, s3, tmp_path, composing_archives, drop, expected
+):
+    keys_given = "" if drop == "all" else " ".join(p for p in composing_archives.split() if not p.startswith(drop))
+    before = keys(s3, run_buildspec.bucket)
+    result = run_buildspec(
+        MODEL_NAME="pipe",
+        PLATFORM="ensemble",
+        ARTIFACT_KEY=PIPE_KEY,
+        BUILD_CONFIG=ensemble_document(tmp_path),
+        SOURCE_KIND="none",
+        SOURCE_URI="",
+        COMPOSING_KEYS=keys_given,
+        UNCOMPRESSED_PREFIX=PIPE_UNPACKED,
+        **CPU_ONLY,
+    )
+    assert result.returncode != 0
+    assert expected in result.stderr
+    assert keys(s3, run_buildspec.bucket) == before
+
+
+def test_a_composing_archive_holding_another_folder_is_refused(run_buildspec, s3, tmp_path, composing_archives):
+    pairs = dict(pair.split("=", 1) for pair in composing_archives.split())
+    pairs["post"] = pairs["cnn"]  # an archive of cnn/ under post's name
+    result = run_buildspec(
+        MODEL_NAME="pipe",
+        PLATFORM="ensemble",
+        ARTIFACT_KEY=PIPE_KEY,
+        BUILD_CONFIG=ensemble_document(tmp_path),
+        SOURCE_KIND="none",
+        SOURCE_URI="",
+        COMPOSING_KEYS=" ".join(f"{name}={key}" for name, key in pairs.items()),
+        **CPU_ONLY,
+    )
+    assert result.returncode != 0
+    assert "must hold only the folder post/" in result.stderr

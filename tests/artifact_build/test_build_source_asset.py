@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 from aws_cdk import aws_s3_assets as s3_assets
 from onnx import TensorProto, helper, numpy_helper
+from synth_helpers import new_app
 
 from model_build.onnx_external import external_data
 from stacks.build_stack import only_these
@@ -44,10 +45,11 @@ def test_the_asset_holds_exactly_the_model_and_its_data(tmp_path):
     (source / "weights" / "other.bin").write_bytes(b"not referenced")
     data = [d.location for d in external_data(path)]
     outdir = tmp_path / "out"
-    app = cdk.App(outdir=str(outdir))
+    app = new_app(outdir)  # cdk.json's context, as `make synth` runs app.py
     stack = cdk.Stack(app, "S")
     asset = s3_assets.Asset(stack, "Source", path=str(source), exclude=only_these(path.name, data))
     cdk.CfnOutput(stack, "Url", value=asset.s3_object_url)
+    cdk.CfnWaitConditionHandle(stack, "Anchor")  # CloudFormation validation: a template needs a resource
     app.synth()
     manifest = json.loads((outdir / "S.assets.json").read_text())
     (entry,) = [e for e in manifest["files"].values() if e["source"].get("packaging") == "zip"]

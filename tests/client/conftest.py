@@ -1,8 +1,7 @@
-"""Fixtures of the client and local-endpoint tests.
+"""Fixtures of the client and local-endpoint tests: SageMaker's runtime front in front of a local Triton.
 
-The real CPU Triton (nvidia-pytriton's tritonserver in .venv-triton, made by `make .venv-triton/.stamp`,
-which `make test` runs first) is started once per session per mode on a free loopback port, always
-stopped in the fixture's `finally`, also when a test fails.
+The real CPU Triton endpoints (`triton_env`, `add_sub_archive`, `single_endpoint`, `multi_endpoint`) are
+session fixtures of tests/conftest.py, shared with the pipeline's smoke tests.
 """
 
 from __future__ import annotations
@@ -11,71 +10,11 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
-from endpoint_client.errors import LocalEndpointError
-from endpoint_client.local_endpoint import LOOPBACK, LocalEndpoint
+from endpoint_client.local_endpoint import LOOPBACK
 from endpoint_client.transport import TARGET_MODEL_HEADER, http_request
-from endpoint_client.triton_install import TritonInstall
-from model_build.package import write_model_archive
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-TRITON_ENV = REPO_ROOT / ".venv-triton"
-EXAMPLE_MODEL = REPO_ROOT / "examples" / "models" / "add_sub"
-QUIET = {"SAGEMAKER_TRITON_LOG_VERBOSE": "false"}  # as the CDK model sets it by default
-
-
-@pytest.fixture(scope="session")
-def triton_env() -> Path:
-    try:
-        TritonInstall.find(TRITON_ENV)
-    except LocalEndpointError as error:
-        pytest.skip(f"no CPU Triton: {error}")
-    return TRITON_ENV
-
-
-@pytest.fixture(scope="session")
-def add_sub_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The example model packaged by model_build's packager: what the local endpoint serves."""
-    archive = tmp_path_factory.mktemp("package") / "model.tar.gz"
-    write_model_archive(EXAMPLE_MODEL, archive)
-    return archive
-
-
-def _started(endpoint: LocalEndpoint) -> Iterator[LocalEndpoint]:
-    try:
-        endpoint.start()
-        yield endpoint
-    finally:
-        endpoint.stop()
-
-
-@pytest.fixture(scope="session")
-def single_endpoint(
-    triton_env: Path, add_sub_archive: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LocalEndpoint]:
-    endpoint = LocalEndpoint(
-        add_sub_archive,
-        environment={"SAGEMAKER_TRITON_DEFAULT_MODEL_NAME": "add_sub", **QUIET},
-        triton_env=triton_env,
-        workdir=tmp_path_factory.mktemp("single-endpoint"),
-        startup_timeout=60,
-    )
-    yield from _started(endpoint)
-
-
-@pytest.fixture(scope="session")
-def multi_endpoint(triton_env: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEndpoint]:
-    endpoint = LocalEndpoint(
-        environment=QUIET,
-        multi_model=True,
-        triton_env=triton_env,
-        workdir=tmp_path_factory.mktemp("multi-endpoint"),
-        startup_timeout=60,
-    )
-    yield from _started(endpoint)
 
 
 class FakeSageMakerRuntime:

@@ -10,17 +10,12 @@ the pipeline's cross-account promotion).
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
-
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-
 from contract_helpers import ShippedTemplate, read_assembly_templates
+from synth_helpers import synth_pipeline, synth_stage
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,66 +28,43 @@ def _load_module(path: Path):
     return module
 
 
-def _cdk_context() -> dict:
-    return json.loads((PROJECT_ROOT / "cdk.json").read_text())["context"]
-
-
+# Older names: one stage's / the pipeline's app as app.py writes it -> its cloud assembly folder.
 def synth_like_app_py(config_dir: Path, stage: str) -> Path:
-    """Synthesize one stage's app exactly as app.py does (`-c stage=...`, with its promotion source)."""
-    from stacks.app_factory import create_app
-    from triton_cdk.config import load_stage
-
-    config = load_stage(stage, config_dir)
-    source = load_stage(config.promote_from, config_dir) if config.promote_from else None
-    outdir = tempfile.mkdtemp(prefix=f"contract-{stage}-")
-    app, _ = create_app(config, promotion_source=source, outdir=outdir, context=_cdk_context())
-    app.synth()
-    return Path(outdir)
+    return synth_stage(stage, config_dir).outdir
 
 
 def synth_pipeline_like_app_py(config_dir: Path) -> Path:
-    """The pipeline app as app.py writes it (`-c pipeline=true`): its stages are nested assemblies."""
-    from stacks.app_factory import create_pipeline_app
-    from triton_cdk.config.pipeline import load_pipeline
-
-    outdir = tempfile.mkdtemp(prefix="contract-pipeline-")
-    app, _ = create_pipeline_app(
-        *load_pipeline(config_dir / "pipeline.yaml", config_dir), outdir=outdir, context=_cdk_context()
-    )
-    app.synth()
-    return Path(outdir)
+    return synth_pipeline(config_dir).outdir
 
 
 def _stage_files(folder: Path) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml") if p.stem != "pipeline") if folder.is_dir() else []
 
 
-def _config_dirs(tmp: Path) -> list[tuple[Path, str]]:
+def _config_dirs() -> list[tuple[Path, str]]:
     """(config folder, label prefix) of every shipped and test configuration."""
     dirs = [(PROJECT_ROOT / "config", "config"), (PROJECT_ROOT / "examples" / "config", "examples/config")]
     dirs.append((PROJECT_ROOT / "tests" / "configs", "tests/configs"))
-    # Purpose-built configs the area tests synthesize, written to files so they go through the same loader.
+    # Purpose-built configs the area tests synthesize: the same folders, so one synth serves both.
     serving = _load_module(PROJECT_ROOT / "tests" / "serving" / "serving_helpers.py")
-    custom_dir = tmp / "serving-custom"
-    custom_dir.mkdir()
-    serving.write_config(custom_dir, serving.custom_document())
-    dirs.append((custom_dir, "tests/serving:custom"))
+    dirs.append((serving.custom_config_folder(), "tests/serving:custom"))
     pipeline = _load_module(PROJECT_ROOT / "tests" / "pipeline" / "pipeline_helpers.py")
-    cross_dir = tmp / "pipeline-cross-account"
-    pipeline.write_documents(cross_dir, pipeline.cross_account_documents())
-    dirs.append((cross_dir, "tests/pipeline:cross-account"))
+    dirs.append((pipeline.cross_account_folder(), "tests/pipeline:cross-account"))
     return dirs
 
 
 @pytest.fixture(scope="session")
-def shipped_assemblies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """{label ("config/dev", "tests/configs/test", ...): cloud assembly folder} of every configuration."""
+def shipped_assemblies() -> dict[str, Path]:
+    """{label ("config/dev", "tests/configs/test", ...): cloud assembly folder} of every configuration.
+
+    Synthesized as app.py does (tests/synth_helpers.py), shared with the area tests' fixtures.
+    """
     assemblies = {}
-    for folder, prefix in _config_dirs(tmp_path_factory.mktemp("contract-configs")):
+    for folder, prefix in _config_dirs():
         for stage in _stage_files(folder):
-            assemblies[f"{prefix}/{stage}"] = synth_like_app_py(folder, stage)
+            assemblies[f"{prefix}/{stage}"] = synth_stage(stage, folder).outdir
         if (folder / "pipeline.yaml").is_file():
-            assemblies[f"{prefix}/pipeline"] = synth_pipeline_like_app_py(folder)
+            assemblies[f"{prefix}/pipeline"] = synth_pipeline(folder).outdir
     return assemblies
 
 

@@ -204,7 +204,3 @@ def test_nag_and_guard_found_nothing_unacknowledged(dev_stage) -> None:
     for plugin in ("AwsSolutions", "cdk-validator-cfnguard"):
         (found,) = [r for r in report["pluginReports"] if r["pluginName"] == plugin]
         assert found["conclusion"] == "success" and found["violations"] == [], plugin
-
-
-def test_artifact_stack_snapshot(template: Template, snapshot) -> None:
-    assert template.to_json() == snapshot

@@ -215,13 +215,13 @@ def _resolved(node, template: dict):
 def test_bucket_policy_size_per_reader_account_is_what_the_bound_assumes():
     """S3 User Guide: "Bucket policies are limited to 20 KB in size". Measures the synthesized policy
     without readers and with MAX_READER_ACCOUNTS of them: the constants behind the bound hold."""
-    import aws_cdk as cdk
+    from synth_helpers import new_app
 
     from stacks.artifact_stack import ArtifactStack
     from triton_cdk.config import load_stage
 
     base = load_stage("dev")
-    app = cdk.App()
+    app = new_app()  # cdk.json's context, as `make synth` runs app.py
     for count in (0, MAX_READER_ACCOUNTS):
         readers = [str(100_000_000_000 + i) for i in range(count)]
         config = base.model_copy(update={"artifacts": base.artifacts.model_copy(update={"reader_accounts": readers})})

@@ -12,6 +12,7 @@ import yaml
 
 from model_build import cli
 from model_build.key import model_artifact_key
+from triton_cdk.config.loader import PROJECT_ROOT
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -103,7 +104,7 @@ def test_the_cli_key_is_the_key_the_cdk_app_deploys() -> None:
 
     config = load_stage("dev")
     for endpoint in config.endpoints:
-        for artifact in endpoint_artifacts(config, endpoint).models:
+        for artifact in endpoint_artifacts(config, endpoint, PROJECT_ROOT).models:
             code, out, err = run_key(
                 "--config",
                 str(ROOT / "config" / "dev.yaml"),

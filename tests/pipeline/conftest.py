@@ -1,26 +1,21 @@
 """Fixtures of the pipeline tests: the pipeline app synthesized once per session per configuration
 (two: the repository's configs with promotion set up, and a cross-account promotion with a prod
-wave and a CodeCommit source).
+wave and a CodeCommit source, which the contract tests check too: one synth for both).
 """
 
 from __future__ import annotations
 
 import pytest
-from pipeline_helpers import (
-    SynthesizedPipeline,
-    cross_account_documents,
-    promoted_documents,
-    synthesize,
-    write_documents,
-)
+from pipeline_helpers import cross_account_folder, default_pipeline_folder
+from synth_helpers import Synthesized, synth_pipeline
 
 
 @pytest.fixture(scope="session")
-def default_pipeline(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedPipeline:
+def default_pipeline() -> Synthesized:
     """config/pipeline.yaml with the repository's dev/prod configs, promotion set up (same account)."""
-    return synthesize(write_documents(tmp_path_factory.mktemp("default-config"), promoted_documents()).parent)
+    return synth_pipeline(default_pipeline_folder())
 
 
 @pytest.fixture(scope="session")
-def cross_account_pipeline(tmp_path_factory: pytest.TempPathFactory) -> SynthesizedPipeline:
-    return synthesize(write_documents(tmp_path_factory.mktemp("cross-account"), cross_account_documents()).parent)
+def cross_account_pipeline() -> Synthesized:
+    return synth_pipeline(cross_account_folder())

@@ -1,21 +1,12 @@
-"""Helpers of the pipeline tests: stage configs written to a temp folder, the pipeline app synthesized."""
+"""Helpers of the pipeline tests: stage configs written to a temp folder (synthesis: tests/synth_helpers.py)."""
 
 from __future__ import annotations
 
 import copy
-import json
-import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-
-# Before aws_cdk loads (tests/conftest.py sets it too; this module may be imported first).
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-
-from stacks.app_factory import create_pipeline_app
-from stacks.pipeline_stack import PipelineStack
-from triton_cdk.config.pipeline import load_pipeline
+from synth_helpers import Synthesized, config_folder, synth_pipeline
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = REPO_ROOT / "config"
@@ -55,39 +46,21 @@ def write_documents(folder: Path, documents: dict[str, dict]) -> Path:
     return folder / "pipeline.yaml"
 
 
-@dataclass
-class SynthesizedPipeline:
-    stack: PipelineStack
-    directory: Path  # the cloud assembly
-
-    @property
-    def template(self) -> dict:
-        return json.loads((self.directory / f"{self.stack.artifact_id}.template.json").read_text())
-
-    def resources(self, resource_type: str) -> dict[str, dict]:
-        return {k: v for k, v in self.template["Resources"].items() if v["Type"] == resource_type}
-
-    def pipeline_stages(self) -> list[dict]:
-        (pipeline,) = self.resources("AWS::CodePipeline::Pipeline").values()
-        return pipeline["Properties"]["Stages"]
-
-    def stage_templates(self, stage_id: str) -> dict[str, dict]:
-        """Every template of a pipeline stage's nested assembly, by stack name."""
-        folder = self.directory / f"assembly-{self.stack.stack_name}-{stage_id}"
-        manifest = json.loads((folder / "manifest.json").read_text())
-        templates = {}
-        for artifact in manifest["artifacts"].values():
-            if artifact["type"] == "aws:cloudformation:stack":
-                name = artifact["properties"].get("stackName")
-                templates[name] = json.loads((folder / artifact["properties"]["templateFile"]).read_text())
-        return templates
+# The pipeline tests' name for a synthesized pipeline app (tests/synth_helpers.py).
+SynthesizedPipeline = Synthesized
 
 
-def synthesize(folder: Path) -> SynthesizedPipeline:
-    """The pipeline app (with cdk-nag and Guard, as `make synth-pipeline` runs app.py), from the configs in `folder`."""
-    outdir = folder / "cdk.out"
-    # cdk.json's feature flags, as the CDK CLI passes them to `make synth`.
-    context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
-    app, stack = create_pipeline_app(*load_pipeline(folder / "pipeline.yaml"), outdir=str(outdir), context=context)
-    app.synth()
-    return SynthesizedPipeline(stack, outdir)
+def synthesize(folder: Path) -> Synthesized:
+    """The pipeline app (with cdk-nag and Guard, as `make synth-pipeline` runs app.py), from the configs in
+    `folder`; once per session per folder."""
+    return synth_pipeline(folder)
+
+
+def default_pipeline_folder() -> Path:
+    """config/pipeline.yaml with the repository's dev/prod configs, promotion set up."""
+    return config_folder("tests/pipeline:default", promoted_documents())
+
+
+def cross_account_folder() -> Path:
+    """A cross-account promotion with a prod wave and a CodeCommit source (shared with the contract tests)."""
+    return config_folder("tests/pipeline:cross-account", cross_account_documents())

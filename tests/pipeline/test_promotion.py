@@ -7,6 +7,7 @@ import pytest
 
 from stacks.pipeline_stack import PipelineStack
 from triton_cdk.config import AppConfig, load_stage
+from triton_cdk.config.loader import PROJECT_ROOT
 from triton_cdk.config.pipeline import load_pipeline_config
 from triton_cdk.promotion import PromotionError, check_promotion, promotion_problems, stage_artifacts
 
@@ -20,16 +21,16 @@ def _with_model(config: AppConfig, name: str, **changes) -> AppConfig:
 
 
 def test_repository_prod_needs_exactly_the_keys_dev_builds():
-    assert promotion_problems(PROD, DEV) == []
-    dev_keys = {a.key for artifacts in stage_artifacts(DEV).values() for a in artifacts}
-    prod_keys = {a.key for artifacts in stage_artifacts(PROD).values() for a in artifacts}
+    assert promotion_problems(PROD, DEV, PROJECT_ROOT) == []
+    dev_keys = {a.key for artifacts in stage_artifacts(DEV, PROJECT_ROOT).values() for a in artifacts}
+    prod_keys = {a.key for artifacts in stage_artifacts(PROD, PROJECT_ROOT).values() for a in artifacts}
     assert prod_keys == dev_keys
     assert len(dev_keys) == 3  # resnet50, yolov5s, bert_base: bert_base served twice, one key
 
 
 def test_another_triton_release_is_refused_naming_each_model():
     prod = PROD.model_copy(update={"triton_release": "25.04"})
-    problems = promotion_problems(prod, DEV)
+    problems = promotion_problems(prod, DEV, PROJECT_ROOT)
     assert [p.split("'")[1] for p in problems] == ["resnet50", "yolov5s", "bert_base"]
     assert "differs (dev -> prod): triton_release '24.09' -> '25.04'" in problems[0]
 
@@ -37,7 +38,7 @@ def test_another_triton_release_is_refused_naming_each_model():
 def test_changed_build_setting_is_refused_naming_the_field():
     tensorrt = PROD.model("resnet50").tensorrt.model_copy(update={"precision": "fp32"})
     prod = _with_model(PROD, "resnet50", tensorrt=tensorrt)
-    (problem,) = promotion_problems(prod, DEV)
+    (problem,) = promotion_problems(prod, DEV, PROJECT_ROOT)
     assert problem.startswith("model 'resnet50': stage 'prod' needs models/resnet50/")
     assert "tensorrt {" in problem and "'precision': 'fp16'" in problem and "'precision': 'fp32'" in problem
     assert "Make config/prod.yaml match config/dev.yaml for this model, or deploy the change to dev first" in problem
@@ -48,7 +49,7 @@ def test_other_gpu_target_is_refused_naming_the_target():
         e.model_copy(update={"instance_type": "ml.g6.xlarge"}) if e.name == "triton-bert" else e for e in PROD.endpoints
     ]
     prod = PROD.model_copy(update={"endpoints": endpoints})
-    problems = promotion_problems(prod, DEV)
+    problems = promotion_problems(prod, DEV, PROJECT_ROOT)
     assert len(problems) == 1
     assert "model 'bert_base'" in problems[0] and "GPU target" in problems[0]
 
@@ -56,7 +57,7 @@ def test_other_gpu_target_is_refused_naming_the_target():
 def test_model_dev_never_serves_is_refused():
     endpoints = [e.model_copy(update={"models": ["resnet50"]}) if e.name == "triton-mme" else e for e in DEV.endpoints]
     dev = DEV.model_copy(update={"endpoints": endpoints})
-    problems = promotion_problems(PROD, dev)
+    problems = promotion_problems(PROD, dev, PROJECT_ROOT)
     assert any(
         p.startswith("model 'yolov5s': stage 'prod' serves it but stage 'dev' builds no artifact") for p in problems
     )
@@ -71,4 +72,4 @@ def test_pipeline_stack_refuses_before_building_anything():
 
 
 def test_check_promotion_passes_silently_when_keys_match():
-    check_promotion(PROD, DEV)
+    check_promotion(PROD, DEV, PROJECT_ROOT)

@@ -1,4 +1,4 @@
-"""Helpers of the serving tests: configs, one-shot synthesis, template look-ups.
+"""Helpers of the serving tests: configs and template look-ups (synthesis: tests/synth_helpers.py).
 
 `dev` and `prod` are the shipped configs; `custom` is one purpose-built config whose endpoints
 cover what the defaults do not (multi-GPU scaling, CPU models, uncompressed data, VPC, data
@@ -9,19 +9,12 @@ each app is synthesized (and cdk-nag run over it) exactly once.
 from __future__ import annotations
 
 import copy
-import json
-import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-
 from aws_cdk.assertions import Template
+from synth_helpers import Synthesized, config_folder, synthesize_config
 
-from stacks.app_factory import create_app
-from stacks.stage import StageStacks
 from triton_cdk.config import AppConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -122,46 +115,20 @@ def custom_document() -> dict:
     return document
 
 
+def custom_config_folder() -> Path:
+    """The folder holding `custom_document()` as test.yaml, shared with the contract tests (one synth)."""
+    return config_folder("tests/serving:custom", {"test": custom_document()})
+
+
 def write_config(directory: Path, document: dict) -> Path:
     path = directory / f"{document['stage']}.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path
 
 
-@dataclass
-class Synthesized:
-    config: AppConfig
-    stacks: StageStacks
-    outdir: Path
-    raw: dict[str, dict]  # endpoint name -> template JSON
-    templates: dict[str, Template]
-    report: dict
-    messages: dict[str, list[tuple[str, str, str]]]  # endpoint name -> (level, construct path, text)
-
-    def template_files(self) -> list[Path]:
-        return [self.outdir / self.stacks.endpoints[name].template_file for name in self.raw]
-
-
-def cdk_json_context() -> dict:
-    """cdk.json's context (feature flags): the CLI passes it to `make synth`, so tests must too."""
-    return json.loads((PROJECT_ROOT / "cdk.json").read_text())["context"]
-
-
-def read_assembly(config: AppConfig, stacks: StageStacks, assembly) -> Synthesized:
-    outdir = Path(assembly.directory)
-    raw = {name: assembly.get_stack_artifact(stack.artifact_id).template for name, stack in stacks.endpoints.items()}
-    report = json.loads((outdir / "validation-report.json").read_text())
-    messages = {
-        name: [(str(m.level), m.id, str(m.entry.data)) for m in assembly.get_stack_artifact(stack.artifact_id).messages]
-        for name, stack in stacks.endpoints.items()
-    }
-    templates = {n: Template.from_json(t) for n, t in raw.items()}
-    return Synthesized(config, stacks, outdir, raw, templates, report, messages)
-
-
 def synthesize(config: AppConfig, outdir: Path) -> Synthesized:
-    app, stacks = create_app(config, outdir=str(outdir), context=cdk_json_context())
-    return read_assembly(config, stacks, app.synth())
+    """One stage's app from a loaded config (tests/synth_helpers.py: cdk.json's context, cdk-nag, Guard)."""
+    return synthesize_config(config, outdir)
 
 
 def only(template: Template, resource_type: str, props: dict | None = None) -> tuple[str, dict]:

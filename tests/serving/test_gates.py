@@ -1,4 +1,4 @@
-"""Gates over the synthesized endpoint stacks: cdk-nag, CDK warnings, cfn-lint, snapshots."""
+"""Gates over the synthesized endpoint stacks: cdk-nag, CDK warnings, cfn-lint (snapshots: tests/snapshots/)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from syrupy.extensions.json import JSONSnapshotExtension
 
 SYNTHS = ("dev", "prod", "custom")
-
-
-@pytest.fixture
-def snapshot_json(snapshot):
-    return snapshot.use_extension(JSONSnapshotExtension)
 
 
 def endpoint_stack_names(synth) -> set[str]:
@@ -54,13 +48,6 @@ def test_cfn_lint_is_clean_on_every_endpoint_template(dev, prod, custom):
         [str(cfn_lint), "--non-zero-exit-code", "warning", "--", *files], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
-
-
-@pytest.mark.parametrize("name", SYNTHS)
-def test_snapshot_per_endpoint_stack(name, request, snapshot_json):
-    synth = request.getfixturevalue(name)
-    for endpoint, template in synth.raw.items():
-        assert template == snapshot_json(name=endpoint)
 
 
 def test_docs_list_every_endpoint_field_with_its_default():

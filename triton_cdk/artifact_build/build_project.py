@@ -5,7 +5,9 @@ the TensorRT that builds the engine is the TensorRT that serves it (../shared/RE
 only load on the TensorRT version that built them); `model_build build --expect-tensorrt` checks
 it again and records TensorRT and GPU in build-info.json. Compute follows the build plan:
 `BUILD_GENERAL1_SMALL` = 1 x A10G, `BUILD_GENERAL1_LARGE` = 4 x V100, or a reserved-capacity fleet.
-Models that need no GPU build are packaged in a plain CPU project.
+Models that need no GPU build are packaged in a plain CPU project, except Python models whose execution
+environment the build packs: those run in the serving image on CPU compute, so the environment is made by the
+python3 the backend stub runs (same Python ABI and glibc; model_build/python_env.py).
 
 The role comes from the artifact stack (it is named in the bucket policy) and is used here without
 policy updates, so nothing in this stack edits the stateful stack; everything else the build
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_codebuild as codebuild
+from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -27,8 +30,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from model_build.matching import BuildPlan
-from triton_cdk.config.build import BuildSettings
-from triton_cdk.images import TritonImageLookup
+from triton_cdk.images import TritonImageLookup, pull_image_statements
 from triton_cdk.nag import acknowledge
 from triton_cdk.notifications import rule_target
 
@@ -67,12 +69,19 @@ def retention(days: int) -> logs.RetentionDays:
 class ModelBuildProject(Construct):
     """One CodeBuild project running model_build/buildspec.yml for one build environment.
 
-    :param plan: the build plan (GPU, compute, fleet); None for the CPU packaging project.
+    :param plan: the build plan (GPU, compute, fleet); None for a CPU project.
+    :param in_serving_image: a CPU project that runs in the serving release's image (Python environments).
     :param role: CodeBuild role; used without policy updates (see module doc).
     :param source: the model_build folder as an S3 asset (CodeBuild source; holds the buildspec).
     :param model_sources: S3 object ARNs the build reads model sources from (assets, s3_uri sources).
     :param encryption_key: the artifact key (build artifacts and logs at rest).
     :param topic: receives a message for every failed, timed-out or stopped build.
+    :param timeout: how long one build may run (CodeBuild TimeoutInMinutes).
+    :param queued_timeout: how long one build may wait in CodeBuild's queue (QueuedTimeoutInMinutes).
+    :param log_retention: how long the build logs are kept.
+    :param concurrency: the project's concurrent build limit. Default: none, so builds over the account's
+        limit queue (with a project limit, StartBuild fails over it instead; "Builds in AWS CodeBuild").
+    :param fleet_compute_type: the reserved fleet's compute type, for a plan that builds on a fleet.
     """
 
     def __init__(
@@ -87,42 +96,50 @@ class ModelBuildProject(Construct):
         source: s3_assets.Asset,
         model_sources: Sequence[str],
         encryption_key: kms.IKey,
-        settings: BuildSettings,
         topic: sns.ITopic,
+        timeout: cdk.Duration,
+        queued_timeout: cdk.Duration,
+        log_retention: logs.RetentionDays,
+        concurrency: int | None = None,
+        fleet_compute_type: str | None = None,
+        in_serving_image: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.plan = plan
+        self.in_serving_image = in_serving_image or plan is not None
         self.log_group = logs.LogGroup(
             self,
             "Logs",
-            retention=retention(settings.log_retention_days),
+            retention=log_retention,
             encryption_key=encryption_key,
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
         self.project = codebuild.Project(
             self,
             "Resource",
-            description=self._description(plan, triton_release),
+            description=self._description(plan, triton_release, self.in_serving_image),
             source=codebuild.Source.s3(bucket=source.bucket, path=source.s3_object_key),
             build_spec=codebuild.BuildSpec.from_source_filename(BUILDSPEC),
-            environment=self._environment(plan, triton_release, images),
+            environment=self._environment(plan, triton_release, images, self.in_serving_image),
             role=role,
             encryption_key=encryption_key,
-            timeout=cdk.Duration.minutes(settings.timeout_minutes),
-            queued_timeout=cdk.Duration.minutes(settings.queue_timeout_minutes),
+            timeout=timeout,
+            queued_timeout=queued_timeout,
             # No limit unless configured: without one, builds over CodeBuild's account limit queue; with
             # one, StartBuild fails over it ("Builds in AWS CodeBuild"). The build stack refuses a limit
             # below the number of artifacts one deployment may build at once on this project.
-            concurrent_build_limit=settings.concurrency,
+            concurrent_build_limit=concurrency,
             logging=codebuild.LoggingOptions(
                 cloud_watch=codebuild.CloudWatchLoggingOptions(log_group=self.log_group),
             ),
             grant_report_group_permissions=False,
         )
         if plan is not None and plan.compute == "fleet":
+            if fleet_compute_type is None:
+                raise ValueError(f"{construct_id}: a build on a reserved fleet needs fleet_compute_type")
             # aws-cdk-lib lets GPU images declare only SMALL/LARGE; a fleet build takes the fleet's type.
             cfn = self.project.node.default_child
-            cfn.add_property_override("Environment.ComputeType", settings.fleet.compute_type)
+            cfn.add_property_override("Environment.ComputeType", fleet_compute_type)
         self.policy = self._policy(role, plan, images, source, model_sources)
         self._notify_failures(topic)
         acknowledge(
@@ -141,14 +158,31 @@ class ModelBuildProject(Construct):
         return self.project.project_arn
 
     @staticmethod
-    def _description(plan: BuildPlan | None, release: str) -> str:
+    def _description(plan: BuildPlan | None, release: str, in_serving_image: bool) -> str:
+        if plan is None and in_serving_image:
+            return f"Triton {release} Python execution environments (serving image, no GPU)"
         if plan is None:
             return f"Triton {release} model packaging (no GPU build)"
         how = "fleet" if plan.compute == "fleet" else plan.compute
         return f"Triton {release} TensorRT engine build on {plan.build_gpu.model} ({how}, target {plan.gpu_target})"
 
-    @staticmethod
-    def _environment(plan: BuildPlan | None, release: str, images: TritonImageLookup) -> codebuild.BuildEnvironment:
+    def _environment(
+        self, plan: BuildPlan | None, release: str, images: TritonImageLookup, in_serving_image: bool
+    ) -> codebuild.BuildEnvironment:
+        if plan is None and in_serving_image:
+            # The GPU image of the release (the one GPU endpoints serve with; its -cpu sibling carries the same
+            # Python) on a CPU container: packing an environment needs its python3, not a GPU.
+            repository = ecr.Repository.from_repository_attributes(
+                self,
+                "TritonImageRepository",
+                repository_arn=images.repository_arn,
+                repository_name=images.repository_name,
+            )
+            return codebuild.BuildEnvironment(
+                build_image=codebuild.LinuxBuildImage.from_ecr_repository(repository, f"{release}-py3"),
+                compute_type=codebuild.ComputeType.SMALL,
+                privileged=False,
+            )
         if plan is None:
             return codebuild.BuildEnvironment(
                 build_image=codebuild.LinuxBuildImage.STANDARD_7_0,
@@ -192,16 +226,8 @@ class ModelBuildProject(Construct):
                 resources=[source.bucket.bucket_arn],
             ),
         ]
-        if plan is not None:
-            statements += [
-                iam.PolicyStatement(
-                    sid="PullTritonImage",
-                    actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
-                    resources=[images.repository_arn],
-                ),
-                # ecr:GetAuthorizationToken has no resource type: it can only be granted on "*".
-                iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
-            ]
+        if self.in_serving_image:
+            statements += pull_image_statements(images.repository_arn)
         policy = iam.Policy(self, "Policy", roles=[role], statements=statements)
         # The project must not start before its role may pull the image and write its logs.
         self.project.node.add_dependency(policy)

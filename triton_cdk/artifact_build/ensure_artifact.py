@@ -41,8 +41,11 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from model_build.key import MODEL_PREFIX
+from triton_cdk.artifacts import list_models_statement
 from triton_cdk.nag import acknowledge
 
+# The handler ships beside the library, not inside the package: lambda/ensure_artifact/ of this repository.
+# Kept there (and a prop, `handler_dir`) so the asset and every deployed template stay as they are.
 HANDLER_DIR = Path(__file__).resolve().parents[2] / "lambda" / "ensure_artifact"
 RESOURCE_TYPE = "Custom::TritonModelArtifact"
 # on_event copies objects server-side (promotion, multi-model copies): its own limit, below the
@@ -87,6 +90,8 @@ class EnsureArtifacts(Construct):
     :param promotion: PROMOTE mode: the stage artifacts are copied from; nothing is ever built.
     :param build_wait: BUILD mode: how long a deployment waits for one build (at most 12 hours).
     :param log_retention: retention of the handler and framework log groups.
+    :param handler_dir: the folder holding the handler's `index.py` (the Lambda asset). Default: this
+        repository's lambda/ensure_artifact/ (`HANDLER_DIR`).
     """
 
     def __init__(
@@ -102,6 +107,7 @@ class EnsureArtifacts(Construct):
         build_wait: cdk.Duration | None = None,
         log_retention: logs.RetentionDays,
         log_encryption_key: kms.IKey | None = None,
+        handler_dir: Path = HANDLER_DIR,
     ) -> None:
         super().__init__(scope, construct_id)
         if bool(projects) == bool(promotion):
@@ -124,7 +130,7 @@ class EnsureArtifacts(Construct):
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description="Ensure-artifact handler: check, build or promote model artifacts",
         )
-        code = lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"])
+        code = lambda_.Code.from_asset(str(handler_dir), exclude=["__pycache__", "*.pyc"])
         handlers = [("OnEvent", "index.on_event", ON_EVENT_TIMEOUT)]
         if projects:
             handlers.append(("OnBuildState", "index.on_build_state", cdk.Duration.minutes(14)))
@@ -246,6 +252,10 @@ class EnsureArtifacts(Construct):
         self.resources[props.key] = resource
         return resource
 
+    def completion_of(self, key: str) -> Construct:
+        """What finishes once the artifact under `key` exists: its wait condition (BUILD) or its resource."""
+        return self.wait_conditions.get(key) or self.resources[key]
+
     @property
     def completions(self) -> list[Construct]:
         """What must finish before an artifact can be used: the wait conditions (BUILD) or the resources."""
@@ -261,12 +271,7 @@ class EnsureArtifacts(Construct):
                 resources=[models],
             ),
             # Without ListBucket a missing key answers 403 instead of 404.
-            iam.PolicyStatement(
-                sid="ListModels",
-                actions=["s3:ListBucket"],
-                resources=[self.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"{MODEL_PREFIX}*"]}},
-            ),
+            list_models_statement(self.bucket_arn, MODEL_PREFIX),
             iam.PolicyStatement(
                 sid="UseArtifactKey",
                 actions=["kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
@@ -289,12 +294,7 @@ class EnsureArtifacts(Construct):
                     actions=["s3:GetObject", "s3:GetObjectVersion"],
                     resources=[f"{source_arn}/{MODEL_PREFIX}*"],
                 ),
-                iam.PolicyStatement(
-                    sid="ListSourceStageModels",
-                    actions=["s3:ListBucket"],
-                    resources=[source_arn],
-                    conditions={"StringLike": {"s3:prefix": [f"{MODEL_PREFIX}*"]}},
-                ),
+                list_models_statement(source_arn, MODEL_PREFIX, sid="ListSourceStageModels"),
                 self._decrypt_source_statement(source_arn),
             ]
         for statement in statements:

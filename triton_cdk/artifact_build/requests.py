@@ -17,7 +17,10 @@ from model_build.settings import ModelSettings
 from triton_cdk.artifact_keys import EndpointArtifacts, ModelArtifact
 
 # Build environments: one CodeBuild project each (compute type and image differ).
-CPU_ENVIRONMENT = "Package"  # no GPU build: ONNX Runtime / Python backend models are only packaged
+CPU_ENVIRONMENT = "Package"  # no GPU build: ONNX Runtime / Python backend models and ensembles are only packaged
+# Python models whose execution environment the build packs: in the serving image, whose python3 is the one
+# the python backend's stub runs (model_build/python_env.py), on CPU compute.
+PYTHON_ENVIRONMENT = "PythonEnvironment"
 
 
 @dataclass
@@ -25,6 +28,11 @@ class ArtifactRequest:
     artifact: ModelArtifact
     copy_to: list[str] = field(default_factory=list)
     uncompressed: bool = False
+
+    @property
+    def composing_keys(self) -> list[str]:
+        """Keys of the artifacts an ensemble's build assembles: they must exist before it starts."""
+        return [composing.key for composing in self.artifact.composing]
 
     @property
     def key(self) -> str:
@@ -41,12 +49,17 @@ class ArtifactRequest:
 
     @property
     def environment(self) -> str:
-        return environment_name(self.plan)
+        return environment_name(self.plan, packs_python_environment(self.artifact.model))
 
 
-def environment_name(plan: BuildPlan | None) -> str:
+def packs_python_environment(model: ModelSettings) -> bool:
+    """The build packs this model's execution environment from locked requirements."""
+    return model.environment is not None and model.environment.requirements is not None
+
+
+def environment_name(plan: BuildPlan | None, python_environment: bool = False) -> str:
     if plan is None:
-        return CPU_ENVIRONMENT
+        return PYTHON_ENVIRONMENT if python_environment else CPU_ENVIRONMENT
     if plan.compute == "fleet":
         return f"Fleet{plan.build_gpu.model}"
     return plan.build_gpu.model  # "A10G" (SMALL) or "V100" (LARGE)
@@ -56,6 +69,9 @@ def artifact_requests(endpoints: Sequence[EndpointArtifacts]) -> list[ArtifactRe
     requests: dict[str, ArtifactRequest] = {}
     for located in endpoints:
         for artifact in located.models:
+            # An ensemble's composing models first: each is an artifact of its own, built once per key.
+            for composing in artifact.with_composing()[:-1]:
+                requests.setdefault(composing.key, ArtifactRequest(composing))
             request = requests.setdefault(artifact.key, ArtifactRequest(artifact))
             if located.endpoint.mode == "multi_model":
                 target = f"{located.multi_model_prefix}{artifact.model.name}.tar.gz"
@@ -91,7 +107,9 @@ def expected_tensorrt(triton_release: str) -> str:
 def build_environment(triton_release: str, artifact: ModelArtifact, source_kind: str, source_uri: str) -> dict:
     """Environment-variable overrides of one build (besides MODEL_NAME/ARTIFACT_* set by the handler)."""
     plan = artifact.build_plan
+    composing = {"COMPOSING_KEYS": " ".join(f"{a.model.name}={a.key}" for a in artifact.composing)}
     return {
+        **(composing if artifact.composing else {}),
         "BUILD_CONFIG": build_config_document(triton_release, artifact),
         "PLATFORM": artifact.model.platform,
         "SOURCE_KIND": source_kind,

@@ -104,6 +104,21 @@ class AppConfig(StrictModel):
     def model(self, name: str) -> ModelSettings:
         return next(m for m in self.models if m.name == name)
 
+    def served_models(self, names: list[str]) -> list[ModelSettings]:
+        """The named models and, for each ensemble among them, the models its steps name: what an endpoint
+        serving `names` loads (composing models ship in the ensemble's archive). Each once; unknown names
+        are left out (reported by cross_field_problems)."""
+        known = {model.name: model for model in self.models}
+        served: dict[str, ModelSettings] = {}
+        for name in names:
+            if name not in known:
+                continue
+            served.setdefault(name, known[name])
+            for composing in known[name].composing_models:
+                if composing in known:
+                    served.setdefault(composing, known[composing])
+        return list(served.values())
+
     def deployed_endpoint_name(self, endpoint: EndpointSettings) -> str:
         """Endpoints are named per stage so dev and prod can share an account."""
         return f"{self.stage}-{endpoint.name}"
@@ -133,6 +148,7 @@ def cross_field_problems(config: AppConfig) -> list[tuple[str, str]]:
     for name in repeated([e.name for e in config.endpoints]):
         problems.append(("endpoints", f"endpoint name {name!r} is used twice; names must be unique"))
 
+    problems.extend(ensemble_problems(config))
     for index, endpoint in enumerate(config.endpoints):
         problems.extend(_endpoint_problems(config, f"endpoints[{index}]", endpoint, set(names), release_known))
         problems.extend(_alarm_window_problems(f"endpoints[{index}].alarms", endpoint))
@@ -140,6 +156,37 @@ def cross_field_problems(config: AppConfig) -> list[tuple[str, str]]:
     problems.extend(stack_resource_problems(config))
     if release_known:
         problems.extend(build_region_problems(config))  # GPU CodeBuild regions (artifact_build/gpu_regions.py)
+    return problems
+
+
+def ensemble_problems(config: AppConfig) -> list[tuple[str, str]]:
+    """Each ensemble step names a configured model that is neither the ensemble itself nor another ensemble.
+
+    Triton loads an ensemble only once every step's model is available and refuses circular dependencies
+    (core model_repository_manager.cc: "ensemble ... contains models that are not available",
+    "circular dependency between ensembles"); nested ensembles, which Triton does allow, are refused for
+    now: their composing artifacts would themselves carry composing models.
+    """
+    known = {model.name: model for model in config.models}
+    problems: list[tuple[str, str]] = []
+    for index, model in enumerate(config.models):
+        if model.ensemble is None:
+            continue
+        for step_index, step in enumerate(model.ensemble.steps):
+            path = f"models[{index}].ensemble.steps[{step_index}].model"
+            target = known.get(step.model)
+            if step.model == model.name:
+                problems.append((path, f"ensemble {model.name!r} names itself; a step must name another model"))
+            elif target is None:
+                problems.append((path, f"unknown model {step.model!r}; configured models: {', '.join(sorted(known))}"))
+            elif target.is_ensemble:
+                problems.append(
+                    (
+                        path,
+                        f"{step.model!r} is an ensemble: nested ensembles are not supported yet; list its steps in "
+                        f"{model.name!r} instead",
+                    )
+                )
     return problems
 
 
@@ -175,6 +222,30 @@ def _alarm_window_problems(path: str, endpoint: EndpointSettings) -> list[tuple[
     ]
 
 
+def _shared_composing_problems(
+    config: AppConfig, path: str, endpoint: EndpointSettings, model_names: set[str]
+) -> list[tuple[str, str]]:
+    """On a multi-model endpoint each `TargetModel` archive is registered as a repository of its own
+    (Triton's src/sagemaker_server.cc, SageMakerMMELoadModel), so a composing model shipped in two archives
+    (two ensembles, or an ensemble and its own target) would be two models of one name on one server. Until
+    that is proven on a real Triton, refused."""
+    if endpoint.mode != "multi_model":
+        return []
+    shipped_in: dict[str, list[str]] = {}
+    for target in (m for m in endpoint.models if m in model_names):
+        for name in {target, *config.model(target).composing_models}:
+            shipped_in.setdefault(name, []).append(target)
+    return [
+        (
+            f"{path}.models",
+            f"model {name!r} would ship in the archives of {', '.join(sorted(targets))}; on a multi_model endpoint "
+            "each model may ship in one target's archive only (serve the other ensemble on its own endpoint)",
+        )
+        for name, targets in sorted(shipped_in.items())
+        if len(targets) > 1
+    ]
+
+
 def _endpoint_problems(
     config: AppConfig, path: str, endpoint: EndpointSettings, model_names: set[str], release_known: bool
 ) -> list[tuple[str, str]]:
@@ -195,6 +266,25 @@ def _endpoint_problems(
             problems.append(
                 (f"{path}.models", f"unknown model {model!r}; configured models: {', '.join(sorted(model_names))}")
             )
+        elif endpoint.mode == "inference_components" and config.model(model).is_ensemble:
+            problems.append(
+                (
+                    f"{path}.models",
+                    f"{model!r} is an ensemble: ensembles on inference_components endpoints are not supported yet "
+                    "(each component is one model archive); serve it on a single_model or multi_model endpoint",
+                )
+            )
+        elif endpoint.uncompressed_model_data and config.model(model).is_ensemble:
+            # An ensemble's version folder `1/` is empty, and an S3 prefix holds no empty folder: Triton then
+            # refuses it ("at least one version must be available", core model_config_utils).
+            problems.append(
+                (
+                    f"{path}.uncompressed_model_data",
+                    f"{model!r} is an ensemble, whose empty version folder cannot be stored as uncompressed model "
+                    "data in S3; leave uncompressed_model_data out (the archive keeps the folder)",
+                )
+            )
+    problems.extend(_shared_composing_problems(config, path, endpoint, model_names))
     try:
         instance = instance_type(endpoint.instance_type)
     except UnknownInstanceTypeError as error:
@@ -224,7 +314,8 @@ def _endpoint_problems(
     if release_known and gpu_supported:  # the GPU host's driver (model_build/drivers.py)
         drivers = endpoint_driver_problems(endpoint, config.triton_release)
         problems += [(f"{path}.{field}", message) for field, message in drivers]
-    served = [config.model(m) for m in endpoint.models if m in model_names]
+    # An ensemble's composing models run on this endpoint's instances too.
+    served = config.served_models([m for m in endpoint.models if m in model_names])
     if release_known and gpu_supported and any(model.needs_gpu_build for model in served):
         try:
             match_build(instance, config.triton_release, config.build.fleet)

@@ -133,9 +133,9 @@ def build_region_problems(config: AppConfig) -> list[tuple[str, str]]:
                 )
             )
     reported: set[str] = set()
-    names = {m.name: m for m in config.models}
     for index, endpoint in enumerate(config.endpoints):
-        if not any(names[m].needs_gpu_build for m in endpoint.models if m in names):
+        # Served models include an ensemble's composing models: a TensorRT step is built for this endpoint.
+        if not any(model.needs_gpu_build for model in config.served_models(endpoint.models)):
             continue
         try:
             plan = match_build(instance_type(endpoint.instance_type), config.triton_release, fleet)

@@ -10,7 +10,7 @@ import difflib
 import functools
 import re
 import zoneinfo
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
@@ -18,6 +18,7 @@ from model_build import drivers
 from model_build.catalogue import InstanceType, UnknownInstanceTypeError, instance_type
 from model_build.settings import MODEL_NAME_PATTERN, StrictModel, repeated
 from triton_cdk.serving import component_sizing
+from triton_cdk.serving.monitoring import AlarmThresholds
 
 # SageMaker: EndpointName / EndpointConfigName <= 63 chars, ^[a-zA-Z0-9](-*[a-zA-Z0-9])*
 ENDPOINT_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
@@ -117,29 +118,43 @@ class AutoscalingSettings(StrictModel):
         return self
 
 
+# The defaults live once, in the construct (triton_cdk.serving.monitoring.AlarmThresholds).
+_ALARM_DEFAULTS = AlarmThresholds()
+
+
 class AlarmSettings(StrictModel):
     # InvokeEndpoint: "model containers must respond to requests within 60 seconds".
     latency_p99_ms: float = Field(
-        default=1000, gt=0, le=60_000, description="ModelLatency p99 threshold in milliseconds."
+        default=_ALARM_DEFAULTS.latency_p99_ms,
+        gt=0,
+        le=60_000,
+        description="ModelLatency p99 threshold in milliseconds.",
     )
     errors_5xx: int = Field(
-        default=1, ge=1, le=1_000_000, description="Invocation5XXErrors count per period that alarms."
+        default=_ALARM_DEFAULTS.errors_5xx,
+        ge=1,
+        le=1_000_000,
+        description="Invocation5XXErrors count per period that alarms.",
     )
-    errors_4xx_rate_percent: float = Field(default=5, gt=0, le=100)
-    gpu_memory_percent: float = Field(default=90, gt=0, le=100, description="Per GPU.")
-    cpu_percent: float = Field(default=90, gt=0, le=100, description="Per vCPU.")
-    memory_percent: float = Field(default=90, gt=0, le=100)
-    disk_percent: float = Field(default=85, gt=0, le=100, description="Multi-model endpoints.")
+    errors_4xx_rate_percent: float = Field(default=_ALARM_DEFAULTS.errors_4xx_rate_percent, gt=0, le=100)
+    gpu_memory_percent: float = Field(default=_ALARM_DEFAULTS.gpu_memory_percent, gt=0, le=100, description="Per GPU.")
+    cpu_percent: float = Field(default=_ALARM_DEFAULTS.cpu_percent, gt=0, le=100, description="Per vCPU.")
+    memory_percent: float = Field(default=_ALARM_DEFAULTS.memory_percent, gt=0, le=100)
+    disk_percent: float = Field(
+        default=_ALARM_DEFAULTS.disk_percent, gt=0, le=100, description="Multi-model endpoints."
+    )
     model_loading_wait_ms: float = Field(
-        default=30000,
+        default=_ALARM_DEFAULTS.model_loading_wait_ms,
         gt=0,
         le=3_600_000,
         description="Multi-model: ModelLoadingWaitTime average (no percentiles are published).",
     )
-    model_cache_hit_min_percent: float = Field(default=50, ge=0, le=100, description="Multi-model: ModelCacheHit.")
-    period_seconds: Literal[60, 300, 900, 3600] = 300
-    evaluation_periods: int = Field(default=3, ge=1, le=100)
-    datapoints_to_alarm: int = Field(default=2, ge=1, le=100)
+    model_cache_hit_min_percent: float = Field(
+        default=_ALARM_DEFAULTS.model_cache_hit_min_percent, ge=0, le=100, description="Multi-model: ModelCacheHit."
+    )
+    period_seconds: Literal[60, 300, 900, 3600] = _ALARM_DEFAULTS.period_seconds
+    evaluation_periods: int = Field(default=_ALARM_DEFAULTS.evaluation_periods, ge=1, le=100)
+    datapoints_to_alarm: int = Field(default=_ALARM_DEFAULTS.datapoints_to_alarm, ge=1, le=100)
 
     @model_validator(mode="after")
     def _datapoints(self) -> AlarmSettings:
@@ -312,6 +327,15 @@ class EndpointSettings(StrictModel):
         description="GPU host AMI (ProductionVariant.InferenceAmiVersion). Default: the newest AMI whose "
         "driver runs triton_release (model_build/drivers.py).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _component_defaults(cls, data: Any) -> Any:
+        # The documented default of `inference_components:` (one instance, no copy scaling) also when the key
+        # is left out, so the components' rules and the endpoint stack always have settings to read.
+        if isinstance(data, dict) and data.get("mode") == "inference_components" and "inference_components" not in data:
+            return {**data, "inference_components": {}}
+        return data
 
     @model_validator(mode="after")
     def _models(self) -> EndpointSettings:

@@ -48,7 +48,8 @@ def endpoint_stack_resources(config: AppConfig, endpoint: EndpointSettings) -> i
 def build_stack_resources(config: AppConfig) -> int:
     """Upper bound: every (endpoint, model) pair its own artifact, every instance family its own build."""
     families = {endpoint.instance_type.rsplit(".", 1)[0] for endpoint in config.endpoints}
-    artifacts = sum(len(endpoint.models) for endpoint in config.endpoints)
+    # An ensemble's composing models are artifacts of their own (served_models).
+    artifacts = sum(len(config.served_models(endpoint.models)) for endpoint in config.endpoints)
     return (
         BUILD_FIXED
         + PER_BUILD_ENVIRONMENT * len(families)

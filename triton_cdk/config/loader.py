@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from model_build.app_config import MAX_PROBLEMS, format_validation_error
 from model_build.config_yaml import ConfigDocument, ConfigFileError, clip, read_config_document
-from model_build.preflight import preflight_problems
+from model_build.preflight import ensemble_preflight_problems, preflight_problems
 from triton_cdk.config.app import AppConfig, cross_field_problems
 from triton_cdk.config.source_paths import source_path_problems
 
@@ -66,22 +66,33 @@ def shown_path(path: Path) -> Path:
 
 
 def build_preflight_problems(config: AppConfig, base_dir: Path) -> list[tuple[str, str]]:
-    """What the GPU build would refuse for each model on each instance type serving it (model_build.preflight)."""
+    """What the GPU build would refuse for each model on each instance type serving it (model_build.preflight),
+    an ensemble's composing models included, and what Triton would refuse in each ensemble."""
     index = {model.name: i for i, model in enumerate(config.models)}
     problems: list[tuple[str, str]] = []
     seen: set[tuple[str, str]] = set()
     for e, endpoint in enumerate(config.endpoints):
-        for name in endpoint.models:
-            if (name, endpoint.instance_type) in seen or name not in index:
+        for model in config.served_models(endpoint.models):
+            name = model.name
+            if (name, endpoint.instance_type) in seen:
                 continue
             seen.add((name, endpoint.instance_type))
             found = preflight_problems(
-                config.model(name),
+                model,
                 instance_type_name=endpoint.instance_type,
                 triton_release=config.triton_release,
                 base_dir=base_dir,
                 fleet=config.build.fleet,
             )
+            if model.is_ensemble:
+                found += ensemble_preflight_problems(
+                    model,
+                    {m.name: m for m in config.models if m.name in model.composing_models},
+                    instance_type_name=endpoint.instance_type,
+                    triton_release=config.triton_release,
+                    base_dir=base_dir,
+                    fleet=config.build.fleet,
+                )
             served = f" (model {name!r} served by endpoints[{e}] on {endpoint.instance_type})"
             problems += [(f"models[{index[name]}].{field}", message + served) for field, message in found]
     return problems

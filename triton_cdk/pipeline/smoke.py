@@ -33,14 +33,14 @@ from tritonclient.utils import triton_to_np_dtype
 from endpoint_client import EndpointClient, RetryPolicy, smoke_test
 from endpoint_client.transport import SageMakerTransport
 from model_build.atomic import write_atomically
-from model_build.errors import ModelBuildError
+from model_build.errors import ToolError
 from triton_cdk.pipeline.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
 
 SUMMARY_LIMIT = 400  # CodePipeline approval comments (CustomData) hold 500 characters
 SAMPLE_SEED = 0
 
 
-class SmokeError(ModelBuildError):
+class SmokeError(ToolError):
     """The smoke test could not even build a request (no config.pbtxt, an unusable data type)."""
 
 
@@ -216,7 +216,7 @@ def check_model(
             start = clock()
             client.invoke(inputs, target_model=model.target_model, inference_component=component)
             result.latencies_ms.append((clock() - start) * 1000)
-    except ModelBuildError as error:  # EndpointError, ModelNotReadyError after all retries, bad reply
+    except ToolError as error:  # EndpointError, ModelNotReadyError after all retries, bad reply
         result.problems.append(str(error))
     worst = result.worst_ms
     if worst is not None and worst > endpoint.max_latency_ms:
@@ -247,7 +247,7 @@ def run_plan(
                     timed_calls=plan.timed_calls,
                     clock=clock,
                 )
-            except ModelBuildError as error:
+            except ToolError as error:
                 result = ModelResult(
                     endpoint.name, model.name, model.target_model, max_latency_ms=endpoint.max_latency_ms
                 )
@@ -331,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         client_for = client_factory(plan, session.client("sagemaker-runtime"))
         report = run_plan(plan, client_for, s3_config_reader(session.client("s3"), args.bucket))
         write_report(report, args.report_dir)
-    except (ModelBuildError, ValueError) as error:
+    except (ToolError, ValueError) as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 1
     print(report.summary())

@@ -13,12 +13,17 @@ from collections.abc import Iterable
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from triton_cdk.serving.inference_components import TritonComponentEndpoint, TritonInferenceComponent
-from triton_cdk.serving.monitoring import GT, GTE, MICROSECONDS_PER_MS, AlarmThresholds, _AlarmSpec, _construct_id
+from triton_cdk.serving.monitoring import (
+    GT,
+    AlarmThresholds,
+    _AlarmSpec,
+    invocation_alarm_specs,
+    new_alarm,
+)
 
 ALARM_KINDS = ("latency", "errors_5xx", "errors_4xx", "cpu", "memory", "gpu_memory")
 
@@ -70,35 +75,7 @@ class TritonComponentMonitoring(Construct):
         t = self.thresholds
         period = cdk.Duration.seconds(t.period_seconds)
         specs = [
-            _AlarmSpec(
-                "latency",
-                f"ModelLatency p99 above {t.latency_p99_ms:g} ms",
-                lambda: c.metric_model_latency(statistic="p99", period=period),
-                t.latency_p99_ms * MICROSECONDS_PER_MS,
-                GT,
-            ),
-            _AlarmSpec(
-                "errors_5xx",
-                f"{t.errors_5xx} or more Invocation5XXErrors per {period.to_minutes()} min",
-                lambda: c.metric_invocation_5xx_errors(period=period),
-                t.errors_5xx,
-                GTE,
-            ),
-            _AlarmSpec(
-                "errors_4xx",
-                f"Invocation4XXErrors above {t.errors_4xx_rate_percent:g} % of invocations",
-                lambda: cloudwatch.MathExpression(
-                    expression="IF(invocations > 0, 100 * errors / invocations, 0)",
-                    using_metrics={
-                        "errors": c.metric_invocation_4xx_errors(period=period),
-                        "invocations": c.metric_invocations(period=period),
-                    },
-                    label="4XX error rate (%)",
-                    period=period,
-                ),
-                t.errors_4xx_rate_percent,
-                GT,
-            ),
+            *invocation_alarm_specs(t, c),
             _AlarmSpec(
                 "cpu",
                 f"CPUUtilizationNormalized above {t.cpu_percent:g} % of the reservation",
@@ -131,25 +108,16 @@ class TritonComponentMonitoring(Construct):
     def _alarm(
         self, scope: Construct, c: TritonInferenceComponent, spec: _AlarmSpec, topic: sns.ITopic | None
     ) -> cloudwatch.Alarm:
-        t = self.thresholds
         name = f"{c.component_name}-{spec.kind.replace('_', '-')}"
         self.alarm_names.append(name)
-        alarm = cloudwatch.Alarm(
+        return new_alarm(
             scope,
-            _construct_id(spec.kind),
+            spec,
+            thresholds=self.thresholds,
             alarm_name=name,
-            alarm_description=f"Triton inference component {c.component_name}: {spec.description}",
-            metric=spec.metric(),
-            threshold=spec.threshold,
-            comparison_operator=spec.comparison,
-            evaluation_periods=t.evaluation_periods,
-            datapoints_to_alarm=t.datapoints_to_alarm,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            description_prefix=f"Triton inference component {c.component_name}",
+            topic=topic,
         )
-        if topic is not None:
-            alarm.add_alarm_action(actions.SnsAction(topic))
-            alarm.add_ok_action(actions.SnsAction(topic))
-        return alarm
 
     def _widgets(self) -> list[list[cloudwatch.IWidget]]:
         e = self.endpoint

@@ -23,9 +23,9 @@ from constructs import Construct, IValidation
 from model_build.catalogue import INSTANCE_TYPES
 from model_build.drivers import AMI_NAMES
 from triton_cdk.serving.deployment import DeploymentPolicy, TrafficRouting
+from triton_cdk.serving.metrics import INVOCATION_NAMESPACE, SageMakerInvocationMetrics, sagemaker_metric
 from triton_cdk.serving.triton_model import TritonModel
 
-INVOCATION_NAMESPACE = "AWS/SageMaker"
 INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"
 INVOKE_ACTIONS = ("sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream")
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
@@ -128,7 +128,7 @@ class DataCapture:
         )
 
 
-class _EndpointBase(Construct):
+class _EndpointBase(Construct, SageMakerInvocationMetrics):
     """What owned and imported endpoints share: grants and metrics (aws-cdk-lib style)."""
 
     endpoint_name: str
@@ -163,39 +163,15 @@ class _EndpointBase(Construct):
         variant_name = variant or self.variant_names[0]
         if variant_name not in self.variant_names:
             raise ValueError(f"unknown variant {variant_name!r}; this endpoint has {self.variant_names}")
-        return cloudwatch.Metric(
-            namespace=namespace,
-            metric_name=metric_name,
-            dimensions_map={"EndpointName": self.endpoint_name, "VariantName": variant_name},
-            statistic=statistic,
-            period=period or cdk.Duration.minutes(5),
-            **props,
+        dimensions = {"EndpointName": self.endpoint_name, "VariantName": variant_name}
+        return sagemaker_metric(
+            metric_name, dimensions, namespace=namespace, statistic=statistic, period=period, **props
         )
 
-    # Invocation metrics (AWS/SageMaker).
-    def metric_invocations(self, **props) -> cloudwatch.Metric:
-        """Requests sent to the variant. Default statistic: Sum."""
-        return self.metric("Invocations", **{"statistic": "Sum", **props})
-
+    # Invocation metrics (AWS/SageMaker): SageMakerInvocationMetrics, plus this one.
     def metric_invocations_per_instance(self, **props) -> cloudwatch.Metric:
         """Invocations normalised by instance count (the autoscaling metric). Default: Sum."""
         return self.metric("InvocationsPerInstance", **{"statistic": "Sum", **props})
-
-    def metric_model_latency(self, **props) -> cloudwatch.Metric:
-        """Time the container took to answer, in microseconds. Default: Average."""
-        return self.metric("ModelLatency", **props)
-
-    def metric_overhead_latency(self, **props) -> cloudwatch.Metric:
-        """SageMaker's own overhead per request, in microseconds. Default: Average."""
-        return self.metric("OverheadLatency", **props)
-
-    def metric_invocation_4xx_errors(self, **props) -> cloudwatch.Metric:
-        """Requests answered with a 4xx (bad payloads, unknown TargetModel). Default: Sum."""
-        return self.metric("Invocation4XXErrors", **{"statistic": "Sum", **props})
-
-    def metric_invocation_5xx_errors(self, **props) -> cloudwatch.Metric:
-        """Requests answered with a 5xx (the container failed). Default: Sum."""
-        return self.metric("Invocation5XXErrors", **{"statistic": "Sum", **props})
 
     # Instance metrics (/aws/sagemaker/Endpoints).
     def metric_cpu_utilization(self, **props) -> cloudwatch.Metric:

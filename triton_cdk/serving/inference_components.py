@@ -31,12 +31,12 @@ from constructs import Construct
 from model_build.catalogue import INSTANCE_TYPES
 from triton_cdk.serving.component_sizing import ComputeRequirements, fit_problems
 from triton_cdk.serving.endpoint import (
-    INVOCATION_NAMESPACE,
     INVOKE_ACTIONS,
     NAME_PATTERN,
     _EndpointBase,
     seconds_to_alarm,
 )
+from triton_cdk.serving.metrics import INVOCATION_NAMESPACE, SageMakerInvocationMetrics, sagemaker_metric
 from triton_cdk.serving.triton_model import TritonModel
 
 COMPONENT_NAMESPACE = "/aws/sagemaker/InferenceComponents"
@@ -189,7 +189,7 @@ class TritonComponentEndpoint(_EndpointBase):
         )
 
 
-class TritonInferenceComponent(Construct):
+class TritonInferenceComponent(Construct, SageMakerInvocationMetrics):
     """One Triton model served as an inference component of `endpoint`.
 
     Props:
@@ -296,38 +296,14 @@ class TritonInferenceComponent(Construct):
         **props,
     ) -> cloudwatch.Metric:
         """Any metric of this component (dimension InferenceComponentName)."""
-        return cloudwatch.Metric(
-            namespace=namespace,
-            metric_name=metric_name,
-            dimensions_map={"InferenceComponentName": self.component_name},
-            statistic=statistic,
-            period=period or cdk.Duration.minutes(5),
-            **props,
+        dimensions = {"InferenceComponentName": self.component_name}
+        return sagemaker_metric(
+            metric_name, dimensions, namespace=namespace, statistic=statistic, period=period, **props
         )
-
-    def metric_invocations(self, **props) -> cloudwatch.Metric:
-        """Requests sent to the component. Default statistic: Sum."""
-        return self.metric("Invocations", **{"statistic": "Sum", **props})
 
     def metric_invocations_per_copy(self, **props) -> cloudwatch.Metric:
         """Invocations normalised by the copy count (the copy-scaling metric). Default: Sum."""
         return self.metric("InvocationsPerCopy", **{"statistic": "Sum", **props})
-
-    def metric_model_latency(self, **props) -> cloudwatch.Metric:
-        """Microseconds. Default: Average."""
-        return self.metric("ModelLatency", **props)
-
-    def metric_overhead_latency(self, **props) -> cloudwatch.Metric:
-        """Microseconds. Default: Average."""
-        return self.metric("OverheadLatency", **props)
-
-    def metric_invocation_4xx_errors(self, **props) -> cloudwatch.Metric:
-        """Default: Sum."""
-        return self.metric("Invocation4XXErrors", **{"statistic": "Sum", **props})
-
-    def metric_invocation_5xx_errors(self, **props) -> cloudwatch.Metric:
-        """Default: Sum."""
-        return self.metric("Invocation5XXErrors", **{"statistic": "Sum", **props})
 
     def metric_no_capacity_invocation_failures(self, **props) -> cloudwatch.Metric:
         """Requests refused because no copy was running (the scale-from-zero signal). Default: Sum."""

@@ -23,6 +23,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from triton_cdk.serving.endpoint import TritonEndpoint
+from triton_cdk.serving.metrics import SageMakerInvocationMetrics
 
 MICROSECONDS_PER_MS = 1000
 GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
@@ -123,35 +124,7 @@ class TritonEndpointMonitoring(Construct):
         t, e, v = self.thresholds, self.endpoint, variant
         period = cdk.Duration.seconds(t.period_seconds)
         specs = [
-            _AlarmSpec(
-                "latency",
-                f"ModelLatency p99 above {t.latency_p99_ms:g} ms",
-                lambda: e.metric_model_latency(variant=v, statistic="p99", period=period),
-                t.latency_p99_ms * MICROSECONDS_PER_MS,
-                GT,
-            ),
-            _AlarmSpec(
-                "errors_5xx",
-                f"{t.errors_5xx} or more Invocation5XXErrors per {period.to_minutes()} min",
-                lambda: e.metric_invocation_5xx_errors(variant=v, period=period),
-                t.errors_5xx,
-                GTE,
-            ),
-            _AlarmSpec(
-                "errors_4xx",
-                f"Invocation4XXErrors above {t.errors_4xx_rate_percent:g} % of invocations",
-                lambda: cloudwatch.MathExpression(
-                    expression="IF(invocations > 0, 100 * errors / invocations, 0)",
-                    using_metrics={
-                        "errors": e.metric_invocation_4xx_errors(variant=v, period=period),
-                        "invocations": e.metric_invocations(variant=v, period=period),
-                    },
-                    label="4XX error rate (%)",
-                    period=period,
-                ),
-                t.errors_4xx_rate_percent,
-                GT,
-            ),
+            *invocation_alarm_specs(t, e, variant=v),
             _AlarmSpec(
                 "cpu",
                 f"CPUUtilization above {t.cpu_percent:g} % per vCPU ({hardware.vcpus} vCPUs)",
@@ -204,25 +177,16 @@ class TritonEndpointMonitoring(Construct):
         return specs
 
     def _alarm(self, scope: Construct, variant: str, spec: _AlarmSpec, topic: sns.ITopic | None) -> cloudwatch.Alarm:
-        t = self.thresholds
         name = f"{self.endpoint.endpoint_name}-{variant}-{spec.kind.replace('_', '-')}"
         self.alarm_names.append(name)
-        alarm = cloudwatch.Alarm(
+        return new_alarm(
             scope,
-            _construct_id(spec.kind),
+            spec,
+            thresholds=self.thresholds,
             alarm_name=name,
-            alarm_description=f"Triton endpoint {self.endpoint.endpoint_name} ({variant}): {spec.description}",
-            metric=spec.metric(),
-            threshold=spec.threshold,
-            comparison_operator=spec.comparison,
-            evaluation_periods=t.evaluation_periods,
-            datapoints_to_alarm=t.datapoints_to_alarm,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            description_prefix=f"Triton endpoint {self.endpoint.endpoint_name} ({variant})",
+            topic=topic,
         )
-        if topic is not None:
-            alarm.add_alarm_action(actions.SnsAction(topic))
-            alarm.add_ok_action(actions.SnsAction(topic))
-        return alarm
 
     def _widgets(self, hardware_by_variant: dict[str, VariantHardware]) -> list[list[cloudwatch.IWidget]]:
         e = self.endpoint
@@ -325,6 +289,76 @@ class TritonEndpointMonitoring(Construct):
                 ]
             )
         return rows
+
+
+def invocation_alarm_specs(
+    t: AlarmThresholds, source: SageMakerInvocationMetrics, **dimensions: str
+) -> list[_AlarmSpec]:
+    """The alarms every SageMaker hosting unit shares (latency, 5xx, 4xx rate), on AWS/SageMaker metrics.
+
+    `source` is the endpoint (with `variant=` in `dimensions`) or the inference component: their metric
+    helpers differ only in the dimensions they fill in (triton_cdk/serving/metrics.py).
+    """
+    period = cdk.Duration.seconds(t.period_seconds)
+    return [
+        _AlarmSpec(
+            "latency",
+            f"ModelLatency p99 above {t.latency_p99_ms:g} ms",
+            lambda: source.metric_model_latency(statistic="p99", period=period, **dimensions),
+            t.latency_p99_ms * MICROSECONDS_PER_MS,
+            GT,
+        ),
+        _AlarmSpec(
+            "errors_5xx",
+            f"{t.errors_5xx} or more Invocation5XXErrors per {period.to_minutes()} min",
+            lambda: source.metric_invocation_5xx_errors(period=period, **dimensions),
+            t.errors_5xx,
+            GTE,
+        ),
+        _AlarmSpec(
+            "errors_4xx",
+            f"Invocation4XXErrors above {t.errors_4xx_rate_percent:g} % of invocations",
+            lambda: cloudwatch.MathExpression(
+                expression="IF(invocations > 0, 100 * errors / invocations, 0)",
+                using_metrics={
+                    "errors": source.metric_invocation_4xx_errors(period=period, **dimensions),
+                    "invocations": source.metric_invocations(period=period, **dimensions),
+                },
+                label="4XX error rate (%)",
+                period=period,
+            ),
+            t.errors_4xx_rate_percent,
+            GT,
+        ),
+    ]
+
+
+def new_alarm(
+    scope: Construct,
+    spec: _AlarmSpec,
+    *,
+    thresholds: AlarmThresholds,
+    alarm_name: str,
+    description_prefix: str,
+    topic: sns.ITopic | None,
+) -> cloudwatch.Alarm:
+    """One alarm from its spec: shared evaluation settings, missing data NOT_BREACHING, ALARM and OK to `topic`."""
+    alarm = cloudwatch.Alarm(
+        scope,
+        _construct_id(spec.kind),
+        alarm_name=alarm_name,
+        alarm_description=f"{description_prefix}: {spec.description}",
+        metric=spec.metric(),
+        threshold=spec.threshold,
+        comparison_operator=spec.comparison,
+        evaluation_periods=thresholds.evaluation_periods,
+        datapoints_to_alarm=thresholds.datapoints_to_alarm,
+        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+    )
+    if topic is not None:
+        alarm.add_alarm_action(actions.SnsAction(topic))
+        alarm.add_ok_action(actions.SnsAction(topic))
+    return alarm
 
 
 def _construct_id(kind: str) -> str:

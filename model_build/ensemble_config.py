@@ -1,0 +1,233 @@
+"""An ensemble's config.pbtxt from its steps (stage config) and its composing models' configs.
+
+Triton's ensemble (model_config.proto `ModelEnsembling`; server docs/user_guide/architecture.md
+"Ensemble Models"): `platform: "ensemble"`, `ensemble_scheduling { step [...] }` where each step names a
+model and maps its inputs and outputs to ensemble tensors; the ensemble's own `input`s are the tensors
+no step writes, its `output`s tensors it returns. An ensemble has no model file, but Triton loads a
+model only from a numeric version folder, so the folder gets an empty `1/`.
+
+Derived here (the team's design, model_build.settings.EnsembleSettings): inputs = tensors read by a
+step and written by none; outputs = tensors written and read by none. Each tensor's type and dims are
+those of the composing model's input or output it is mapped to, adjusted for batching the way Triton
+compares them (core `src/ensemble_scheduler/ensemble_utils.cc` ValidateTensorConsistency: a batching
+and a non-batching model agree when their full shapes agree). Every step uses the latest version
+(`model_version: -1`). Composing ensembles (nested) are refused by the stage config for now.
+
+`ensemble_problems_with` runs `model_build check`'s own rules (schema, model_config_utils.cc's
+ValidateEnsembleSchedulingConfig, ensemble_utils.cc's ValidateEnsembleConfig) on the generated config
+and the composing configs, assembled in a temporary repository, configs only.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from tritonclient.grpc import model_config_pb2 as mc
+
+from model_build.atomic import write_atomically
+from model_build.check.problems import Problem
+from model_build.check.schema import ENSEMBLE_PLATFORM, parse_config
+from model_build.errors import InvalidModelError, ModelBuildError
+from model_build.model_tree import model_name_problem
+from model_build.settings import ModelSettings
+
+CONFIG_FILE = "config.pbtxt"
+VERSION_FOLDER = "1"
+LATEST_VERSION = -1
+# Ensembles nest at most this deep when packaging follows steps (Triton has no limit; a cycle has none).
+MAX_ENSEMBLE_DEPTH = 16
+
+
+class EnsembleStepError(InvalidModelError):
+    """A step that cannot be mapped onto its model's config: `step` is its index, `field` the map."""
+
+    def __init__(self, message: str, step: int, field: str) -> None:
+        super().__init__(message)
+        self.step = step
+        self.field = field
+
+
+def _tensor_dims(dims: Iterable[int], composing_batches: bool, ensemble_batches: bool, where: str) -> list[int]:
+    """The ensemble tensor's dims for a composing model's dims, so that the full shapes agree."""
+    dims = list(dims)
+    if composing_batches == ensemble_batches:
+        return dims
+    if composing_batches:  # the composing model's batch axis is a real axis of the unbatched ensemble
+        return [-1, *dims]
+    if not dims:
+        raise InvalidModelError(
+            f"{where} has no dims to use as the ensemble's batch axis; set the ensemble's max_batch_size: 0"
+        )
+    return dims[1:]
+
+
+def _find_io(config: mc.ModelConfig, name: str, role: str, step: int, ensemble: str):
+    tensors = config.input if role == "input" else config.output
+    for tensor in tensors:
+        if tensor.name == name:
+            return tensor
+    known = ", ".join(t.name for t in tensors) or "none"
+    raise EnsembleStepError(
+        f"ensemble {ensemble!r}: steps[{step}].{role}_map names {role} {name!r} of model {config.name!r}, "
+        f"which has no such {role} (its {role}s: {known})",
+        step,
+        f"{role}_map",
+    )
+
+
+def build_ensemble_config(settings: ModelSettings, composing: Mapping[str, mc.ModelConfig]) -> mc.ModelConfig:
+    """The ensemble's ModelConfig from its settings and the parsed configs of the models its steps name."""
+    if settings.ensemble is None:
+        raise ModelBuildError(f"model {settings.name!r} is not an ensemble (platform {settings.platform!r})")
+    missing = [name for name in settings.composing_models if name not in composing]
+    if missing:
+        raise InvalidModelError(f"ensemble {settings.name!r}: no config for composing models {', '.join(missing)}")
+    ensemble_batches = settings.max_batch_size > 0
+    config = mc.ModelConfig(name=settings.name, platform=ENSEMBLE_PLATFORM, max_batch_size=settings.max_batch_size)
+    steps = settings.ensemble.steps
+    for step in steps:
+        scheduled = config.ensemble_scheduling.step.add(model_name=step.model, model_version=LATEST_VERSION)
+        for key, value in sorted(step.input_map.items()):
+            scheduled.input_map[key] = value
+        for key, value in sorted(step.output_map.items()):
+            scheduled.output_map[key] = value
+    for tensor_name in settings.ensemble.inputs:
+        index, step, model_input = next(
+            (i, s, key) for i, s in enumerate(steps) for key, value in s.input_map.items() if value == tensor_name
+        )
+        source = composing[step.model]
+        io = _find_io(source, model_input, "input", index, settings.name)
+        where = f"ensemble {settings.name!r}: input {tensor_name!r} (input {model_input!r} of {step.model!r})"
+        dims = _tensor_dims(io.dims, source.max_batch_size > 0, ensemble_batches, where)
+        config.input.add(name=tensor_name, data_type=io.data_type, dims=dims)
+    for tensor_name in settings.ensemble.outputs:
+        index, step, model_output = next(
+            (i, s, key) for i, s in enumerate(steps) for key, value in s.output_map.items() if value == tensor_name
+        )
+        source = composing[step.model]
+        io = _find_io(source, model_output, "output", index, settings.name)
+        where = f"ensemble {settings.name!r}: output {tensor_name!r} (output {model_output!r} of {step.model!r})"
+        dims = _tensor_dims(io.dims, source.max_batch_size > 0, ensemble_batches, where)
+        config.output.add(name=tensor_name, data_type=io.data_type, dims=dims)
+    if settings.response_cache:
+        config.response_cache.enable = True
+    return config
+
+
+def render_ensemble(config: mc.ModelConfig) -> str:
+    from google.protobuf import text_format
+
+    header = (
+        "# Generated by `python -m model_build config` from the ensemble's steps and its composing models' "
+        "configs. Do not edit by hand.\n"
+    )
+    return header + text_format.MessageToString(config)
+
+
+def parse_composing(text: str, name: str, source: str) -> mc.ModelConfig:
+    """A composing model's config as Triton completes it (name from the folder, backend from platform)."""
+    from model_build.check.schema import autocomplete, normalize
+
+    config, problems = parse_config(text, model=name, source=source)
+    if config is None:
+        raise InvalidModelError("\n".join(str(problem) for problem in problems))
+    problems = autocomplete(config, folder_name=name)
+    if problems:
+        raise InvalidModelError("\n".join(str(problem) for problem in problems))
+    normalize(config)
+    return config
+
+
+def ensemble_problems_with(ensemble_text: str, name: str, composing_texts: Mapping[str, str]) -> list[Problem]:
+    """`model_build check --configs-only` on a repository of just these configs (every problem)."""
+    from model_build.check import check_repository
+
+    with tempfile.TemporaryDirectory(prefix="ensemble-check-") as folder:
+        root = Path(folder)
+        for model, text in {**composing_texts, name: ensemble_text}.items():
+            (root / model).mkdir()
+            (root / model / CONFIG_FILE).write_text(text, encoding="utf-8")
+        return check_repository(root, configs_only=True)
+
+
+def generate_ensemble(settings: ModelSettings, composing_texts: Mapping[str, str]) -> str:
+    """The ensemble's config.pbtxt text, refused (nothing returned) unless `check` passes it with its models."""
+    composing = {
+        model: parse_composing(text, model, f"{model}/{CONFIG_FILE}") for model, text in composing_texts.items()
+    }
+    text = render_ensemble(build_ensemble_config(settings, composing))
+    problems = ensemble_problems_with(text, settings.name, composing_texts)
+    if problems:
+        listed = "\n".join(f"  {problem}" for problem in problems)
+        raise InvalidModelError(
+            f"the config.pbtxt of ensemble {settings.name!r} would be refused by Triton; nothing written:\n{listed}"
+        )
+    return text
+
+
+def read_composing_configs(repository: Path, settings: ModelSettings) -> dict[str, str]:
+    """REPO/<model>/config.pbtxt of each composing model, as text."""
+    texts: dict[str, str] = {}
+    missing = []
+    for model in settings.composing_models:
+        path = Path(repository) / model / CONFIG_FILE
+        try:
+            texts[model] = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            missing.append(str(path))
+        except (OSError, UnicodeDecodeError) as error:
+            raise InvalidModelError(f"{path}: cannot be read ({error})") from None
+    if missing:
+        raise InvalidModelError(
+            f"ensemble {settings.name!r} needs its composing models' configs first; missing: {', '.join(missing)} "
+            "(write them with `model_build config` or fetch their archives)"
+        )
+    return texts
+
+
+def write_ensemble(repository: Path, settings: ModelSettings) -> Path:
+    """Generate REPO/<ensemble>/config.pbtxt (and the empty version folder 1/) from REPO's composing configs."""
+    text = generate_ensemble(settings, read_composing_configs(repository, settings))
+    folder = Path(repository) / settings.name
+    (folder / VERSION_FOLDER).mkdir(parents=True, exist_ok=True)
+    write_atomically(folder / CONFIG_FILE, text.encode())
+    return folder / CONFIG_FILE
+
+
+def composing_closure(repository: Path, models: Iterable[str]) -> list[str]:
+    """`models` and, for each ensemble among them, every model its steps name (recursively), sorted.
+
+    Read from REPO/<model>/config.pbtxt; a step naming a folder that is missing is refused here, so a
+    packaged ensemble never lacks a composing model.
+    """
+    repository = Path(repository)
+    found: set[str] = set()
+    pending = [(model, 0) for model in models]
+    while pending:
+        model, depth = pending.pop()
+        if model in found:
+            continue
+        found.add(model)
+        path = repository / model / CONFIG_FILE
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue  # the folder's own problems are reported by the scan and check
+        config, _ = parse_config(text, model=model)
+        if config is None or config.platform != ENSEMBLE_PLATFORM:
+            continue
+        if depth >= MAX_ENSEMBLE_DEPTH:
+            raise InvalidModelError(f"{path}: ensembles nest more than {MAX_ENSEMBLE_DEPTH} deep; a cycle?")
+        for step in config.ensemble_scheduling.step:
+            problem = model_name_problem(step.model_name)
+            if problem:
+                raise InvalidModelError(f"{path}: ensemble {model!r} step model: {problem}")
+            if not (repository / step.model_name).is_dir():
+                raise InvalidModelError(
+                    f"{path}: ensemble {model!r} step model {step.model_name!r} has no folder in {repository}; "
+                    "put every composing model in the repository"
+                )
+            pending.append((step.model_name, depth + 1))
+    return sorted(found)

@@ -1,0 +1,39 @@
+"""One stage's plan: models -> artifacts -> keys -> endpoints, computed once per stage and passed down.
+
+The stage's stacks (build, endpoints), the promotion check and the pipeline (smoke plan, smoke role) all
+read this plan instead of recomputing content digests (which hash every model's source files).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from triton_cdk.artifact_keys import EndpointArtifacts, ModelArtifact, endpoint_artifacts
+from triton_cdk.config import AppConfig
+from triton_cdk.promotion import collect_stage_artifacts
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    config: AppConfig
+    # By endpoint name, in the config's order.
+    endpoints: dict[str, EndpointArtifacts]
+
+    def endpoint_artifacts(self, name: str) -> EndpointArtifacts:
+        return self.endpoints[name]
+
+    def stage_artifacts(self) -> dict[str, list[ModelArtifact]]:
+        """Every model artifact the stage's endpoints need, by model name (one per distinct key)."""
+        return collect_stage_artifacts(self.endpoints.values())
+
+    def artifact_keys(self) -> list[str]:
+        return sorted({a.key for artifacts in self.stage_artifacts().values() for a in artifacts})
+
+
+def plan_stage(config: AppConfig, base_dir: Path) -> StagePlan:
+    """`base_dir`: the folder model source paths in `config` are relative to (the app's PROJECT_ROOT)."""
+    return StagePlan(
+        config=config,
+        endpoints={endpoint.name: endpoint_artifacts(config, endpoint, base_dir) for endpoint in config.endpoints},
+    )

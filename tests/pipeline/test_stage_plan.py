@@ -1,0 +1,46 @@
+"""One stage plan (models -> artifacts -> keys -> endpoints) per stage: the stage's stacks, the promotion
+check and the pipeline's smoke role and smoke plan all read it; none recomputes the artifacts."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+import pytest
+
+import stacks.stage_plan
+from stacks.pipeline_stack import add_pipeline_stack
+from stacks.pipeline_steps import smoke_plan
+from stacks.stage_plan import plan_stage
+from triton_cdk.config import load_stage
+from triton_cdk.config.loader import PROJECT_ROOT
+from triton_cdk.config.pipeline import load_pipeline
+from triton_cdk.promotion import stage_artifacts
+
+
+def test_the_plan_holds_what_the_promotion_check_computes():
+    dev = load_stage("dev")
+    plan = plan_stage(dev, PROJECT_ROOT)
+    assert list(plan.endpoints) == [e.name for e in dev.endpoints]
+    assert {n: [a.key for a in v] for n, v in plan.stage_artifacts().items()} == {
+        n: [a.key for a in v] for n, v in stage_artifacts(dev, PROJECT_ROOT).items()
+    }
+    assert plan.artifact_keys() == sorted({a.key for v in plan.stage_artifacts().values() for a in v})
+
+
+def test_the_pipeline_plans_each_stage_once(monkeypatch: pytest.MonkeyPatch):
+    calls: list[str] = []
+    original = stacks.stage_plan.endpoint_artifacts
+
+    def counting(config, endpoint, base_dir):
+        calls.append(f"{config.stage}/{endpoint.name}")
+        return original(config, endpoint, base_dir)
+
+    monkeypatch.setattr(stacks.stage_plan, "endpoint_artifacts", counting)
+    config_dir = PROJECT_ROOT / "config"
+    pipeline_config, stage_configs = load_pipeline(config_dir / "pipeline.yaml", config_dir)
+    stack = add_pipeline_stack(cdk.App(), pipeline_config, stage_configs)
+    assert sorted(calls) == sorted(f"{c.stage}/{e.name}" for c in stage_configs.values() for e in c.endpoints)
+    for name, triton_stages in stack.stages.items():
+        for triton_stage in triton_stages:
+            assert triton_stage.stacks.plan is stack.plans[name]
+            smoke = smoke_plan(triton_stage.config, pipeline_config, plan=triton_stage.stacks.plan)
+            assert {m.artifact_key for e in smoke.endpoints for m in e.models} <= set(stack.plans[name].artifact_keys())

@@ -1,0 +1,61 @@
+"""Grants come from the resources: the artifact store grants model reads, the image lookup grants pulls.
+
+IAM: s3:ListBucket is a bucket action, narrowed by the `s3:prefix` condition key (Amazon S3 User Guide,
+"Actions, resources, and condition keys for Amazon S3"); ecr:GetAuthorizationToken has no resource type
+(Amazon ECR User Guide, "Private repository policies"), so it is granted on "*".
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk.assertions import Template
+
+from triton_cdk.artifacts import ArtifactStore, list_models_statement
+from triton_cdk.images import TritonImageLookup, known_triton_releases
+
+
+def _role_policy(build) -> list[dict]:
+    app = cdk.App()
+    stack = cdk.Stack(app, "Grants", env=cdk.Environment(account="111111111111", region="us-east-1"))
+    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))
+    build(stack, role)
+    policies = Template.from_stack(stack).find_resources("AWS::IAM::Policy")
+    return [s for policy in policies.values() for s in policy["Properties"]["PolicyDocument"]["Statement"]]
+
+
+def test_grant_read_models_reads_lists_and_decrypts_the_model_prefix_only() -> None:
+    def build(stack, role):
+        store = ArtifactStore(
+            stack,
+            "Store",
+            noncurrent_version_expiration=cdk.Duration.days(30),
+            access_log_expiration=cdk.Duration.days(30),
+        )
+        store.grant_read_models(role)
+
+    statements = {s["Sid"]: s for s in _role_policy(build)}
+    assert set(statements) == {"ReadModels", "ListModels", "DecryptModels"}
+    assert statements["ListModels"]["Action"] == "s3:ListBucket"
+    assert statements["ListModels"]["Condition"]["StringLike"]["s3:prefix"] == ["models/*"]
+
+
+def test_grant_pull_pulls_the_regions_triton_repository() -> None:
+    def build(stack, role):
+        TritonImageLookup(stack, "Images", release=known_triton_releases()[-1]).grant_pull(role)
+
+    statements = {s["Sid"]: s for s in _role_policy(build)}
+    assert set(statements) == {"PullTritonImage", "EcrLogin"}
+    assert statements["EcrLogin"]["Resource"] == "*"
+    assert "ecr:BatchGetImage" in statements["PullTritonImage"]["Action"]
+
+
+def test_list_models_statement_is_narrowed_to_the_prefix() -> None:
+    statement = list_models_statement("arn:aws:s3:::bucket", "models/").to_statement_json()
+    assert statement == {
+        "Sid": "ListModels",
+        "Effect": "Allow",
+        "Action": "s3:ListBucket",
+        "Resource": "arn:aws:s3:::bucket",
+        "Condition": {"StringLike": {"s3:prefix": ["models/*"]}},
+    }
