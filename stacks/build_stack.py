@@ -36,6 +36,8 @@ from triton_cdk.images import TritonImageLookup
 from triton_cdk.notifications import NotificationTopic
 
 MODEL_BUILD_DIR = PROJECT_ROOT / "model_build"
+# The ensure-artifact Lambda handler (README: `lambda/` is not a package, each function a plain folder).
+ENSURE_ARTIFACT_HANDLER_DIR = PROJECT_ROOT / "lambda" / "ensure_artifact"
 
 
 class BuildStack(cdk.Stack):
@@ -89,6 +91,7 @@ class BuildStack(cdk.Stack):
                 build_wait=cdk.Duration.minutes(config.build.wait_minutes) if promotion is None else None,
                 log_retention=retention(config.build.log_retention_days),
                 log_encryption_key=artifacts.store.key,
+                handler_dir=ENSURE_ARTIFACT_HANDLER_DIR,
             )
             for request in self.requests:
                 self._add_artifact(request)

@@ -26,7 +26,7 @@ from triton_cdk.pipeline.logs import PipelineLogs
 from triton_cdk.pipeline.nag import acknowledge_pipeline_findings
 from triton_cdk.pipeline.scoping import scope_pipeline_wildcards
 from triton_cdk.pipeline.source import match_connection_prefix
-from triton_cdk.promotion import check_artifact_promotion
+from triton_cdk.promotion import check_promotion
 
 
 class PipelineStack(cdk.Stack):
@@ -46,7 +46,7 @@ class PipelineStack(cdk.Stack):
         self.plans = {name: plan_stage(config, PROJECT_ROOT) for name, config in stage_configs.items()}
         for name, config in stage_configs.items():
             if config.promote_from:
-                check_artifact_promotion(
+                check_promotion(
                     config,
                     stage_configs[config.promote_from],
                     self.plans[name].stage_artifacts(),

@@ -85,7 +85,9 @@ class SmokeAccessStack(cdk.Stack):
                 iam.PolicyStatement(
                     sid="ReadModelArchives",
                     actions=["s3:GetObject"],
-                    resources=[artifacts.store.bucket.arn_for_objects(key) for key in keys],
+                    # Through the artifact stack's own named export: a reference to the bucket would add an
+                    # automatic export that `make deploy` of the same-named stack would then try to delete.
+                    resources=[cdk.Fn.join("", [artifacts.bucket_arn_import, f"/{key}"]) for key in keys],
                 )
             )
             artifacts.store.key.grant_decrypt(self.role)

@@ -13,7 +13,7 @@ from stacks.endpoint_stack import EndpointStack
 from stacks.stage_plan import StagePlan, plan_stage
 from triton_cdk.config import AppConfig
 from triton_cdk.config.loader import PROJECT_ROOT
-from triton_cdk.promotion import check_artifact_promotion, promotion_source_bucket
+from triton_cdk.promotion import check_promotion, promotion_source_bucket
 
 
 @dataclass
@@ -49,7 +49,7 @@ def add_stage_stacks(
         if promotion_source is None or promotion_source.stage != config.promote_from:
             raise ValueError(f"stage {config.stage!r} promotes from {config.promote_from!r}: pass that stage's config")
         source_plan = source_plan or plan_stage(promotion_source, PROJECT_ROOT)
-        check_artifact_promotion(config, promotion_source, plan.stage_artifacts(), source_plan.stage_artifacts())
+        check_promotion(config, promotion_source, plan.stage_artifacts(), source_plan.stage_artifacts())
         source_bucket = promotion_source_bucket(config, promotion_source)
     env = cdk.Environment(account=config.account, region=config.region) if config.account or config.region else None
     prefix = stack_prefix(config)

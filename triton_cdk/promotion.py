@@ -4,14 +4,16 @@ Artifact keys are content addresses (triton_cdk.artifact_keys): equal model sett
 Triton release and GPU target give equal keys. The target stage never builds (its ensure-artifact
 resources only copy from the source stage's bucket), so every key it needs must be one the source
 stage produces; otherwise synth fails here, naming the model and what differs.
+
+The artifacts come in already computed (the app's stage plan, stacks/stage_plan.py: `collect_stage_artifacts`
+over each stage's endpoint artifacts): nothing here hashes a model source again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 
-from triton_cdk.artifact_keys import EndpointArtifacts, ModelArtifact, endpoint_artifacts
+from triton_cdk.artifact_keys import EndpointArtifacts, ModelArtifact
 from triton_cdk.config import AppConfig
 
 
@@ -29,11 +31,6 @@ def collect_stage_artifacts(located: Iterable[EndpointArtifacts]) -> dict[str, l
             if all(a.key != artifact.key for a in known):
                 known.append(artifact)
     return by_model
-
-
-def stage_artifacts(config: AppConfig, base_dir: Path) -> dict[str, list[ModelArtifact]]:
-    """Every model artifact a stage's endpoints need, by model name; `base_dir`: where source paths start."""
-    return collect_stage_artifacts(endpoint_artifacts(config, endpoint, base_dir) for endpoint in config.endpoints)
 
 
 def _differences(wanted: ModelArtifact, built: ModelArtifact, target: AppConfig, source: AppConfig) -> list[str]:
@@ -54,20 +51,16 @@ def _differences(wanted: ModelArtifact, built: ModelArtifact, target: AppConfig,
     return found or ["the artifact digest"]
 
 
-def promotion_problems(target: AppConfig, source: AppConfig, base_dir: Path) -> list[str]:
-    """One message per artifact `target` needs that `source` does not build (empty: build once holds)."""
-    return artifact_promotion_problems(
-        target, source, stage_artifacts(target, base_dir), stage_artifacts(source, base_dir)
-    )
-
-
-def artifact_promotion_problems(
+def promotion_problems(
     target: AppConfig,
     source: AppConfig,
     needed: dict[str, list[ModelArtifact]],
     built: dict[str, list[ModelArtifact]],
 ) -> list[str]:
-    """`promotion_problems` from artifacts already computed (`stage_artifacts` of target and source)."""
+    """One message per artifact `needed` (target's) that `built` (source's) lacks; empty: build once holds.
+
+    `needed` / `built`: `collect_stage_artifacts` of each stage (the stage plans' `stage_artifacts()`).
+    """
     built_keys = {a.key for artifacts in built.values() for a in artifacts}
     problems = []
     for name, wanted_list in needed.items():
@@ -93,18 +86,14 @@ def artifact_promotion_problems(
     return problems
 
 
-def check_promotion(target: AppConfig, source: AppConfig, base_dir: Path) -> None:
-    check_artifact_promotion(target, source, stage_artifacts(target, base_dir), stage_artifacts(source, base_dir))
-
-
-def check_artifact_promotion(
+def check_promotion(
     target: AppConfig,
     source: AppConfig,
     needed: dict[str, list[ModelArtifact]],
     built: dict[str, list[ModelArtifact]],
 ) -> None:
     """Raise `PromotionError` listing every artifact in `needed` (target's) that `built` (source's) lacks."""
-    problems = artifact_promotion_problems(target, source, needed, built)
+    problems = promotion_problems(target, source, needed, built)
     if problems:
         raise PromotionError(
             f"stage {target.stage!r} promotes from {source.stage!r} but would need artifacts "

@@ -206,6 +206,7 @@ def wait_ids(key: str, prefix: str | None = None, timeout_minutes: int = 60) -> 
         projects=[codebuild.Project.from_project_name(stack, "P", "p")],
         build_wait=cdk.Duration.minutes(timeout_minutes),
         log_retention=cdk.aws_logs.RetentionDays.ONE_DAY,
+        handler_dir=PROJECT_ROOT / "lambda" / "ensure_artifact",
     )
     ensure.add_artifact(
         ArtifactResourceProps("m", "m", key, uncompressed_prefix=prefix, project_name="p", build_environment={})

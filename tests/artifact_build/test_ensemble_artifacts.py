@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from synth_helpers import EXAMPLES_CONFIG_DIR, PROJECT_ROOT, synth_stage
 
+from stacks.stage_plan import plan_stage
 from triton_cdk.artifact_keys import endpoint_artifacts
 from triton_cdk.config import load_stage
-from triton_cdk.promotion import promotion_problems, stage_artifacts
 
 TEST_CONFIGS = PROJECT_ROOT / "tests" / "configs"
 COMPOSING = ["image_preprocess", "image_cnn", "image_postprocess"]
@@ -147,10 +147,25 @@ def test_the_ensemble_key_follows_its_composing_models():
 
 
 def test_promotion_copies_the_composing_artifacts_too():
-    config = load_stage("ensemble", EXAMPLES_CONFIG_DIR)
-    artifacts = stage_artifacts(config, PROJECT_ROOT)
-    assert sorted(artifacts) == sorted([*COMPOSING, "image_classifier"])
-    assert promotion_problems(config, config, PROJECT_ROOT) == []
+    """A promoting stage never builds: every composing archive is copied beside the ensemble's, which its
+    endpoint's archive does not replace (the ensemble archive already holds the folders, but a later ensemble
+    or endpoint serving a composing model on its own finds its key in this stage's bucket too)."""
+    import yaml
+    from synth_helpers import config_folder, synthesize_config
+
+    source = yaml.safe_load((EXAMPLES_CONFIG_DIR / "ensemble.yaml").read_text())
+    target = {**source, "stage": "enprod", "promote_from": "ensemble", "artifacts": {}}
+    folder = config_folder("ensemble-promotion", {"ensemble": source, "enprod": target})
+    built, promoted = load_stage("ensemble", folder), load_stage("enprod", folder)
+    plan = plan_stage(promoted, PROJECT_ROOT)
+    assert sorted(plan.stage_artifacts()) == sorted([*COMPOSING, "image_classifier"])
+    synth = synthesize_config(promoted, promotion_source=built)
+    resources = _artifact_resources(synth, "enprod")
+    assert sorted(resources) == sorted([*COMPOSING, "image_classifier"])
+    assert sorted(r["Properties"]["Key"] for r in resources.values()) == plan.artifact_keys()
+    for resource in resources.values():
+        assert "BuildEnvironment" not in resource["Properties"]  # copied from the source bucket, never built
+        assert resource["Properties"]["SourceBucket"] == source["artifacts"]["bucket_name"]
 
 
 def _refusals(document: dict) -> str:

@@ -3,6 +3,8 @@ check and the pipeline's smoke role and smoke plan all read it; none recomputes 
 
 from __future__ import annotations
 
+import ast
+
 import aws_cdk as cdk
 import pytest
 
@@ -10,10 +12,11 @@ import stacks.stage_plan
 from stacks.pipeline_stack import add_pipeline_stack
 from stacks.pipeline_steps import smoke_plan
 from stacks.stage_plan import plan_stage
+from triton_cdk.artifact_keys import endpoint_artifacts
 from triton_cdk.config import load_stage
 from triton_cdk.config.loader import PROJECT_ROOT
 from triton_cdk.config.pipeline import load_pipeline
-from triton_cdk.promotion import stage_artifacts
+from triton_cdk.promotion import collect_stage_artifacts
 
 
 def test_the_plan_holds_what_the_promotion_check_computes():
@@ -21,7 +24,8 @@ def test_the_plan_holds_what_the_promotion_check_computes():
     plan = plan_stage(dev, PROJECT_ROOT)
     assert list(plan.endpoints) == [e.name for e in dev.endpoints]
     assert {n: [a.key for a in v] for n, v in plan.stage_artifacts().items()} == {
-        n: [a.key for a in v] for n, v in stage_artifacts(dev, PROJECT_ROOT).items()
+        n: [a.key for a in v]
+        for n, v in collect_stage_artifacts(endpoint_artifacts(dev, e, PROJECT_ROOT) for e in dev.endpoints).items()
     }
     assert plan.artifact_keys() == sorted({a.key for v in plan.stage_artifacts().values() for a in v})
 
@@ -44,3 +48,29 @@ def test_the_pipeline_plans_each_stage_once(monkeypatch: pytest.MonkeyPatch):
             assert triton_stage.stacks.plan is stack.plans[name]
             smoke = smoke_plan(triton_stage.config, pipeline_config, plan=triton_stage.stacks.plan)
             assert {m.artifact_key for e in smoke.endpoints for m in e.models} <= set(stack.plans[name].artifact_keys())
+
+
+def _computes_endpoint_artifacts(path) -> bool:
+    """Imports `endpoint_artifacts` from the key mapping (calls through the plan's accessor only read)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "triton_cdk.artifact_keys"
+            and any(alias.name == "endpoint_artifacts" for alias in node.names)
+        ):
+            return True
+        if isinstance(node, ast.Import) and any(alias.name == "triton_cdk.artifact_keys" for alias in node.names):
+            return True
+    return False
+
+
+def test_only_the_stage_plan_computes_endpoint_artifacts():
+    """One call site (issue #13): the build stack, endpoint stacks, promotion and pipeline read the plan."""
+    computing = [
+        str(path.relative_to(PROJECT_ROOT))
+        for folder in ("stacks", "triton_cdk")
+        for path in sorted((PROJECT_ROOT / folder).rglob("*.py"))
+        if _computes_endpoint_artifacts(path)
+    ]
+    assert computing == ["stacks/stage_plan.py"]

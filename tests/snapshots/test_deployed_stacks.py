@@ -60,6 +60,22 @@ def _stack_name(app, suffix: str) -> str:
     return f"Triton-{app.config.stage}-{suffix}"
 
 
+# Stacks only the pipeline deploys, inside its stages' nested assemblies: (pipeline stage, stack name).
+PIPELINE_ONLY = [("dev", "Triton-dev-SmokeAccess"), ("prod", "Triton-prod-SmokeAccess")]
+
+
+@pytest.mark.parametrize(("stage", "stack_name"), PIPELINE_ONLY, ids=[name for _, name in PIPELINE_ONLY])
+def test_pipeline_only_stack_snapshot(stage: str, stack_name: str, pipeline_app, snapshot_json) -> None:
+    assert normalized(pipeline_app.stage_templates(stage)[stack_name]) == snapshot_json
+
+
+def test_every_pipeline_only_stack_has_a_snapshot(dev_app, prod_app, pipeline_app) -> None:
+    """What a pipeline stage deploys beyond the stage app's stacks (snapshotted above) has its snapshot here."""
+    for stage, app in {"dev": dev_app, "prod": prod_app}.items():
+        extra = set(pipeline_app.stage_templates(stage)) - {s.stack_name for s in app.assembly.stacks}
+        assert extra == {name for s, name in PIPELINE_ONLY if s == stage}, stage
+
+
 @pytest.mark.parametrize(("app_fixture", "stack"), CASES, ids=[f"{a.removesuffix('_app')}-{s}" for a, s in CASES])
 def test_deployed_stack_snapshot(app_fixture: str, stack: str, request, snapshot_json) -> None:
     app = request.getfixturevalue(app_fixture)

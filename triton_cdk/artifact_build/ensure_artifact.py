@@ -1,8 +1,8 @@
 """EnsureArtifacts: one `Custom::TritonModelArtifact` per artifact key, behind one Provider.
 
-The handler (lambda/ensure_artifact/index.py, standard library + boto3, so the asset needs no
-bundling) returns at once when the key exists, otherwise starts the CodeBuild build (BUILD mode)
-or copies the object from the source stage's bucket (PROMOTE mode).
+The handler (`index.py` in the folder the `handler_dir` prop names: the app ships lambda/ensure_artifact/;
+standard library + boto3, so the asset needs no bundling) returns at once when the key exists, otherwise
+starts the CodeBuild build (BUILD mode) or copies the object from the source stage's bucket (PROMOTE mode).
 
 Waiting for a build. A custom resource gets at most one hour (its ServiceTimeout: 1..3600 s), a
 GPU build with a cold ~10 GB image pull can take longer (CodeBuild allows up to 36 h). So in BUILD
@@ -44,9 +44,6 @@ from model_build.key import MODEL_PREFIX
 from triton_cdk.artifacts import list_models_statement
 from triton_cdk.nag import acknowledge
 
-# The handler ships beside the library, not inside the package: lambda/ensure_artifact/ of this repository.
-# Kept there (and a prop, `handler_dir`) so the asset and every deployed template stay as they are.
-HANDLER_DIR = Path(__file__).resolve().parents[2] / "lambda" / "ensure_artifact"
 RESOURCE_TYPE = "Custom::TritonModelArtifact"
 # on_event copies objects server-side (promotion, multi-model copies): its own limit, below the
 # Provider framework function's 15 minutes, so its own error reaches CloudFormation.
@@ -90,8 +87,9 @@ class EnsureArtifacts(Construct):
     :param promotion: PROMOTE mode: the stage artifacts are copied from; nothing is ever built.
     :param build_wait: BUILD mode: how long a deployment waits for one build (at most 12 hours).
     :param log_retention: retention of the handler and framework log groups.
-    :param handler_dir: the folder holding the handler's `index.py` (the Lambda asset). Default: this
-        repository's lambda/ensure_artifact/ (`HANDLER_DIR`).
+    :param handler_dir: the folder holding the handler's `index.py` (`on_event`, `on_build_state`), shipped as
+        the functions' asset as it is (no bundling). No default: the library does not guess where the app keeps
+        its sources (this app: lambda/ensure_artifact/, passed by stacks/build_stack.py).
     """
 
     def __init__(
@@ -107,7 +105,7 @@ class EnsureArtifacts(Construct):
         build_wait: cdk.Duration | None = None,
         log_retention: logs.RetentionDays,
         log_encryption_key: kms.IKey | None = None,
-        handler_dir: Path = HANDLER_DIR,
+        handler_dir: Path,
     ) -> None:
         super().__init__(scope, construct_id)
         if bool(projects) == bool(promotion):

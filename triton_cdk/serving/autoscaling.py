@@ -137,6 +137,10 @@ class TritonEndpointScaling(Construct):
         if settings.invocations_per_instance is not None:
             target.scale_to_track_metric(
                 "InvocationsPerInstance",
+                # Fixed: a generated name follows the construct path, which differs between `make deploy` and the
+                # pipeline's stage, so each deploy path would replace the policy (PutScalingPolicy names are per
+                # scalable target).
+                policy_name="InvocationsPerInstance",
                 target_value=settings.invocations_per_instance,
                 predefined_metric=appscaling.PredefinedMetric.SAGEMAKER_VARIANT_INVOCATIONS_PER_INSTANCE,
                 **cooldowns,
@@ -144,6 +148,7 @@ class TritonEndpointScaling(Construct):
         if settings.gpu_utilization_target is not None:
             target.scale_to_track_metric(
                 "GpuUtilization",
+                policy_name="GpuUtilization",
                 target_value=settings.gpu_utilization_target,
                 custom_metric=endpoint.metric_gpu_utilization(variant=variant, period=cdk.Duration.minutes(1)),
                 **cooldowns,

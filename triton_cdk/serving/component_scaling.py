@@ -86,6 +86,7 @@ class TritonComponentScaling(Construct):
         self.target.node.add_dependency(component.resource)
         self.target.scale_to_track_metric(
             "InvocationsPerCopy",
+            policy_name="InvocationsPerCopy",  # fixed, as triton_cdk/serving/autoscaling.py explains
             target_value=settings.invocations_per_copy,
             predefined_metric=appscaling.PredefinedMetric.SAGEMAKER_INFERENCE_COMPONENT_INVOCATIONS_PER_COPY,
             scale_in_cooldown=cdk.Duration.seconds(settings.scale_in_cooldown_seconds),
@@ -100,6 +101,7 @@ class TritonComponentScaling(Construct):
             self,
             "ScaleFromZero",
             scaling_target=self.target,
+            policy_name="ScaleFromZero",
             adjustment_type=appscaling.AdjustmentType.CHANGE_IN_CAPACITY,
             metric_aggregation_type=appscaling.MetricAggregationType.MAXIMUM,
             cooldown=WAKE_COOLDOWN,
