@@ -93,24 +93,23 @@ def build_ensemble_config(settings: ModelSettings, composing: Mapping[str, mc.Mo
             scheduled.input_map[key] = value
         for key, value in sorted(step.output_map.items()):
             scheduled.output_map[key] = value
-    for tensor_name in settings.ensemble.inputs:
-        index, step, model_input = next(
-            (i, s, key) for i, s in enumerate(steps) for key, value in s.input_map.items() if value == tensor_name
-        )
-        source = composing[step.model]
-        io = _find_io(source, model_input, "input", index, settings.name)
-        where = f"ensemble {settings.name!r}: input {tensor_name!r} (input {model_input!r} of {step.model!r})"
-        dims = _tensor_dims(io.dims, source.max_batch_size > 0, ensemble_batches, where)
-        config.input.add(name=tensor_name, data_type=io.data_type, dims=dims)
-    for tensor_name in settings.ensemble.outputs:
-        index, step, model_output = next(
-            (i, s, key) for i, s in enumerate(steps) for key, value in s.output_map.items() if value == tensor_name
-        )
-        source = composing[step.model]
-        io = _find_io(source, model_output, "output", index, settings.name)
-        where = f"ensemble {settings.name!r}: output {tensor_name!r} (output {model_output!r} of {step.model!r})"
-        dims = _tensor_dims(io.dims, source.max_batch_size > 0, ensemble_batches, where)
-        config.output.add(name=tensor_name, data_type=io.data_type, dims=dims)
+    # The ensemble's own tensors take type and dims from the step that reads (input) or writes (output) them.
+    for role, tensor_names, tensors in (
+        ("input", settings.ensemble.inputs, config.input),
+        ("output", settings.ensemble.outputs, config.output),
+    ):
+        for tensor_name in tensor_names:
+            index, step, model_tensor = next(
+                (i, s, key)
+                for i, s in enumerate(steps)
+                for key, value in getattr(s, f"{role}_map").items()
+                if value == tensor_name
+            )
+            source = composing[step.model]
+            io = _find_io(source, model_tensor, role, index, settings.name)
+            where = f"ensemble {settings.name!r}: {role} {tensor_name!r} ({role} {model_tensor!r} of {step.model!r})"
+            dims = _tensor_dims(io.dims, source.max_batch_size > 0, ensemble_batches, where)
+            tensors.add(name=tensor_name, data_type=io.data_type, dims=dims)
     if settings.response_cache:
         config.response_cache.enable = True
     return config

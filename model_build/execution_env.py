@@ -15,12 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from model_build.atomic import write_atomically
-from model_build.check.environment import MODEL_DIRECTORY_VARIABLE
-from model_build.check.schema import parse_config
 from model_build.errors import InvalidModelError, ModelBuildError
 from model_build.settings import PACKED_ENVIRONMENT_NAME, ModelSettings, path_within
 
 PARAMETER = "EXECUTION_ENV_PATH"
+# model_build.check is imported in the functions that use it: it loads tritonclient.grpc (numpy, ml_dtypes,
+# grpc), about 0.3 s, and every synth imports this module (bench/README.md, "Synth time").
 
 
 def execution_env_value(settings: ModelSettings) -> str | None:
@@ -28,6 +28,8 @@ def execution_env_value(settings: ModelSettings) -> str | None:
     environment = settings.environment
     if environment is None or settings.source is None or settings.source.path is None:
         return None
+    from model_build.check.environment import MODEL_DIRECTORY_VARIABLE
+
     if environment.requirements is not None:
         return f"{MODEL_DIRECTORY_VARIABLE}/{PACKED_ENVIRONMENT_NAME}"
     inside = path_within(settings.source.path, environment.path)
@@ -40,6 +42,8 @@ def parameter_block(value: str) -> str:
 
 def with_execution_env(text: str, value: str, shown: str) -> tuple[str, bool]:
     """(config text holding the parameter with `value`, whether it was added); refuses another value."""
+    from model_build.check.schema import parse_config
+
     config, problems = parse_config(text, model=shown, source=shown)
     if config is None:
         raise InvalidModelError("\n".join(str(problem) for problem in problems))

@@ -19,25 +19,21 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from model_build import pbtxt
 from model_build.catalogue import UnknownInstanceTypeError, instance_type
-from model_build.check import check_model_config
-from model_build.check.problems import Problem
-from model_build.ensemble_config import (
-    EnsembleStepError,
-    build_ensemble_config,
-    ensemble_problems_with,
-    parse_composing,
-    render_ensemble,
-)
 from model_build.errors import ModelBuildError
 from model_build.execution_env import execution_env_value, with_execution_env
 from model_build.matching import BuildMatchError, ReservedFleet, match_build
-from model_build.onnx_inspect import inspect_model
 from model_build.requirements_lock import read_locked_requirements
 from model_build.settings import ModelSettings
-from model_build.trt import trtexec_argv
+
+if TYPE_CHECKING:
+    from model_build.check.problems import Problem
+
+# pbtxt, check, ensemble_config, onnx_inspect and trt are imported in the functions that use them: they load
+# tritonclient.grpc (numpy, ml_dtypes, grpc) and onnx, about 0.3 s, and every synth imports this module but
+# only a config with a local ONNX source or an ensemble needs them (bench/README.md, "Synth time").
 
 ONNX_PLATFORMS = ("tensorrt_plan", "onnxruntime_onnx")
 
@@ -96,6 +92,11 @@ def preflight_problems(
             problems.append(("environment", " ".join(str(error).splitlines())))
     if settings.source is None or settings.source.kind != "path" or settings.platform not in ONNX_PLATFORMS:
         return problems
+    from model_build import pbtxt
+    from model_build.check import check_model_config
+    from model_build.onnx_inspect import inspect_model
+    from model_build.trt import trtexec_argv
+
     onnx_path = base_dir / settings.source.path
     try:
         signature = inspect_model(onnx_path)
@@ -125,6 +126,9 @@ def composing_config_text(
         value = execution_env_value(settings)
         return with_execution_env(text, value, f"{source.path}/config.pbtxt")[0] if value else text
     if settings.platform in ONNX_PLATFORMS:
+        from model_build import pbtxt
+        from model_build.onnx_inspect import inspect_model
+
         effective = build_settings(settings, instance_type_name, triton_release, fleet)
         return pbtxt.generate(inspect_model(base_dir / source.path), effective, triton_release)
     return None
@@ -146,6 +150,14 @@ def ensemble_preflight_problems(
     """
     if settings.ensemble is None or any(name not in composing for name in settings.composing_models):
         return []  # unknown step models are reported by the config's cross-model rules
+    from model_build.ensemble_config import (
+        EnsembleStepError,
+        build_ensemble_config,
+        ensemble_problems_with,
+        parse_composing,
+        render_ensemble,
+    )
+
     texts: dict[str, str] = {}
     for name in settings.composing_models:
         try:
