@@ -13,6 +13,13 @@ from aws_cdk import aws_sagemaker as sagemaker
 
 TrafficType = Literal["ALL_AT_ONCE", "CANARY", "LINEAR"]
 
+# MaximumExecutionTimeoutInSeconds of a deployment when none is given (blue/green, rolling, component updates).
+DEFAULT_MAXIMUM_EXECUTION_TIMEOUT_SECONDS = 3600
+# Bake time (WaitIntervalInSeconds) of a component's rolling update when none is given: the default alarms
+# (AlarmThresholds: 2 datapoints of 300 s, plus the period CloudWatch needs to see the last one) reach ALARM
+# within it, so they can roll a step back.
+DEFAULT_BAKE_SECONDS = 900
+
 
 @dataclass(frozen=True)
 class TrafficRouting:
@@ -66,7 +73,7 @@ class DeploymentPolicy:
         traffic: TrafficRouting,
         *,
         termination_wait_seconds: int = 0,
-        maximum_execution_timeout_seconds: int = 3600,
+        maximum_execution_timeout_seconds: int = DEFAULT_MAXIMUM_EXECUTION_TIMEOUT_SECONDS,
     ) -> DeploymentPolicy:
         return cls(
             "BLUE_GREEN",
@@ -77,7 +84,11 @@ class DeploymentPolicy:
 
     @classmethod
     def rolling(
-        cls, *, batch_percent: float, wait_seconds: int, maximum_execution_timeout_seconds: int = 3600
+        cls,
+        *,
+        batch_percent: float,
+        wait_seconds: int,
+        maximum_execution_timeout_seconds: int = DEFAULT_MAXIMUM_EXECUTION_TIMEOUT_SECONDS,
     ) -> DeploymentPolicy:
         return cls("ROLLING", maximum_execution_timeout_seconds, batch_percent=batch_percent, wait_seconds=wait_seconds)
 

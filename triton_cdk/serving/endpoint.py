@@ -32,6 +32,8 @@ NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 # ProductionVariant ranges (SageMaker API reference).
 VOLUME_GB = (1, 512)
 TIMEOUT_SECONDS = (60, 3600)
+# The variant name SageMaker's own tools give a single-variant endpoint; the default where a name is optional.
+DEFAULT_VARIANT_NAME = "AllTraffic"
 
 
 @dataclass(frozen=True)
@@ -332,7 +334,12 @@ class TritonEndpoint(_EndpointBase):
 
     @classmethod
     def from_endpoint_name(
-        cls, scope: Construct, construct_id: str, endpoint_name: str, *, variant_names: Sequence[str] = ("AllTraffic",)
+        cls,
+        scope: Construct,
+        construct_id: str,
+        endpoint_name: str,
+        *,
+        variant_names: Sequence[str] = (DEFAULT_VARIANT_NAME,),
     ) -> ImportedTritonEndpoint:
         """An endpoint defined elsewhere, for `grant_invoke` and `metric_*`."""
         return ImportedTritonEndpoint(scope, construct_id, endpoint_name=endpoint_name, variant_names=variant_names)

@@ -30,7 +30,9 @@ from constructs import Construct
 
 from model_build.catalogue import INSTANCE_TYPES
 from triton_cdk.serving.component_sizing import ComputeRequirements, fit_problems
+from triton_cdk.serving.deployment import DEFAULT_BAKE_SECONDS, DEFAULT_MAXIMUM_EXECUTION_TIMEOUT_SECONDS
 from triton_cdk.serving.endpoint import (
+    DEFAULT_VARIANT_NAME,
     INVOKE_ACTIONS,
     NAME_PATTERN,
     _EndpointBase,
@@ -55,7 +57,7 @@ class ComponentVariant:
     """
 
     instance_type: str
-    name: str = "AllTraffic"
+    name: str = DEFAULT_VARIANT_NAME
     initial_instance_count: int = 1
     min_instances: int = 1
     max_instances: int = 1
@@ -90,8 +92,8 @@ class ComponentRollingUpdate:
     defaults to the whole fleet at once (CreateInferenceComponent, InferenceComponentRollingUpdatePolicy).
     The headroom one copy needs is checked at synth (component_sizing, config load)."""
 
-    wait_seconds: int = 900
-    maximum_execution_timeout_seconds: int = 3600
+    wait_seconds: int = DEFAULT_BAKE_SECONDS
+    maximum_execution_timeout_seconds: int = DEFAULT_MAXIMUM_EXECUTION_TIMEOUT_SECONDS
 
     def problems(self) -> list[str]:
         found = []
@@ -197,7 +199,7 @@ class TritonInferenceComponent(Construct, SageMakerInvocationMetrics):
     - model: a single-model TritonModel.
     - requirements: one copy's reservation (`component_sizing.resolve`).
     - copy_count: copies at deploy time (RuntimeConfig.CopyCount).
-    - rolling: the update policy. Default: - 25 % of the copies per batch, 900 s bake.
+    - rolling: the update policy. Default: - one copy per batch, 900 s bake, 3600 s execution timeout.
     - model_data_download_timeout_seconds / container_startup_health_check_timeout_seconds:
       StartupParameters. Default: - SageMaker's.
     """
