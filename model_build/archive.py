@@ -34,13 +34,13 @@ import hashlib
 import os
 import struct
 import tarfile
-import tempfile
 import zlib
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
+from model_build.atomic import atomic_file
 from model_build.errors import ModelBuildError
 from model_build.model_tree import Entry, open_scanned, printable
 
@@ -235,27 +235,11 @@ def write_gzip(chunks: Iterator[bytes], stream: BinaryIO, *, workers: int | None
 
 
 def atomic_write_archive(entries: Sequence[Entry], archive: Path, workers: int | None) -> str:
-    """Write the archive to a temp file beside `archive`, then rename it into place."""
+    """Write the archive (mode 0644) to a temp file beside `archive`, then rename it into place.
+
+    model_build.atomic fsyncs it before the rename: after a crash the final name holds the whole
+    archive or nothing, never a truncated file that an upload would take for the artifact."""
     if archive.is_dir():
         raise ModelBuildError(f"{archive}: is a folder; give the archive's file name")
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(
-        dir=archive.parent, prefix=f".{archive.name}.", suffix=".tmp", delete=False
-    ) as handle:
-        temp = Path(handle.name)
-        try:
-            sha256 = write_gzip(_chunks(_tar_stream(entries)), handle, workers=workers)
-            handle.flush()
-            # Durable before the rename: after a crash the final name holds the whole archive or
-            # nothing, never a truncated file that an upload would take for the artifact.
-            os.fsync(handle.fileno())
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
-    try:
-        os.chmod(temp, 0o644)
-        os.replace(temp, archive)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    return sha256
+    with atomic_file(archive, mode=0o644) as stream:
+        return write_gzip(_chunks(_tar_stream(entries)), stream, workers=workers)

@@ -18,6 +18,7 @@ axis, onnx.checker), and only then moved into place.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -95,7 +96,9 @@ def _export_yolov5s(path: Path) -> None:
             exported = Path(model.export(format="onnx", dynamic=True, opset=OPSET, simplify=False, imgsz=640))
         finally:
             os.chdir(previous)
-        os.replace(exported if exported.is_absolute() else Path(work) / exported, path)
+        # Copied, not renamed: `path` is export_model's temp beside the target (model_build.atomic),
+        # which renames it into place once checked; the work folder may be on another file system.
+        shutil.copyfile(exported if exported.is_absolute() else Path(work) / exported, path)
 
 
 def _export_bert_base(path: Path) -> None:

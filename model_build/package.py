@@ -32,15 +32,16 @@ naming the path; nothing is left half-written.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from model_build.archive import CHUNK_SIZE, FIXED_MTIME, atomic_write_archive, crc32_combine, write_gzip
+from model_build.atomic import atomic_directory
 from model_build.errors import InvalidModelError, ModelBuildError
 from model_build.key import tree_sha256
 from model_build.model_tree import Entry, open_scanned, printable, refuse, scan_model_tree
@@ -290,9 +291,11 @@ def _environment_entry(model: str, archive: Path) -> Entry:
     return Entry(f"{model}/{PACKED_ENVIRONMENT_NAME}", archive, False, 0o644, info.st_size, info.st_dev, info.st_ino)
 
 
-def _copy_model_tree(entries: Sequence[Entry], destination_root: Path) -> None:
+def _copy_model_tree(entries: Sequence[Entry], into: Path) -> None:
+    """The model folder `entries` describe (arcnames `<model>/...`) as the folder `into`."""
     for entry in entries:
-        target = destination_root / entry.arcname
+        rest = entry.arcname.partition("/")[2]
+        target = into / rest if rest else into
         if entry.is_dir:
             target.mkdir(mode=0o755)
         else:
@@ -308,27 +311,22 @@ def _copy_model_tree(entries: Sequence[Entry], destination_root: Path) -> None:
 
 
 def _write_uncompressed(repository: Path, scanned: dict[str, list[Entry]], out_dir: Path) -> list[PackagedArtifact]:
-    """`<out>/<model>/...` for each model, built in a temp folder and renamed into place."""
+    """`<out>/<model>/...` for each model: every tree is copied to a staging folder first, then each
+    replaces its folder (model_build.atomic.atomic_directory), in order."""
     for model in scanned:
         # `<out>/<model>` is replaced wholesale: it must not be (or hold) the repository itself.
         if repository.resolve().is_relative_to((out_dir / model).resolve()):
             raise ModelBuildError(f"{out_dir / model}: would replace the repository {repository}; choose another --out")
     out_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=".package-"))
-    artifacts = []
-    try:
-        for entries in scanned.values():
-            _copy_model_tree(entries, staging)
-        for model in scanned:
-            target = out_dir / model
-            if target.exists():
-                # Replace a previous run's folder: move it aside first so the swap is two renames.
-                os.replace(target, staging / f".previous-{model}")
-            os.replace(staging / model, target)
-            artifacts.append(PackagedArtifact((model,), target, tree_sha256(target), "uncompressed"))
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return artifacts
+    with contextlib.ExitStack() as swaps:
+        # Entered in reverse so that the swaps (on leaving, last entered first) run in model order;
+        # a failure while copying any tree leaves every previous folder as it was.
+        staged = {model: swaps.enter_context(atomic_directory(out_dir / model)) for model in reversed(scanned)}
+        for model, entries in scanned.items():
+            _copy_model_tree(entries, staged[model])
+    return [
+        PackagedArtifact((model,), out_dir / model, tree_sha256(out_dir / model), "uncompressed") for model in scanned
+    ]
 
 
 def package_repository(

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from model_fixtures import onnx_matching
 
-from model_build import archive, cli, model_tree, package
+from model_build import atomic, cli, model_tree, package
 from model_build.check import check_repository
 from model_build.errors import InvalidModelError, ModelBuildError
 from model_build.package import package_repository
@@ -228,14 +228,14 @@ def test_an_unreadable_model_folder_and_repository(repo: Path, tmp_path: Path, m
 
 def test_an_unwritable_output_folder(repo: Path, tmp_path: Path, monkeypatch, capsys) -> None:
     out = tmp_path / "out"
-    original = archive.tempfile.NamedTemporaryFile
+    original = atomic.tempfile.mkstemp
 
     def denied(*args, **kwargs):
         if kwargs.get("dir") == out:
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(out))
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(archive.tempfile, "NamedTemporaryFile", denied)
+    monkeypatch.setattr(atomic.tempfile, "mkstemp", denied)
     monkeypatch.setattr(cli, "COMMAND_MODULES", ("package",))
     assert cli.main(["package", str(repo), "--out", str(out)]) == 1
     assert capsys.readouterr().err == (
