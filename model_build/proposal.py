@@ -24,7 +24,7 @@ from model_build.trt import trtexec_argv
 
 # A guess for a dynamic axis that is not the batch: the user must set the range their requests use.
 DYNAMIC_AXIS_GUESS = {"min": 1, "opt": 128, "max": 512}
-BATCHING_MAX_BATCH_SIZE = 16  # the settings schema's default
+BATCHING_MAX_BATCH_SIZE = ModelSettings.model_fields["max_batch_size"].default  # the settings schema's default
 
 
 @dataclass

@@ -97,29 +97,49 @@ class ModelSource(StrictModel):
 
 
 class DynamicBatching(StrictModel):
-    enabled: bool = True
+    """Triton's dynamic batcher (config.pbtxt `dynamic_batching`)."""
+
+    enabled: bool = Field(default=True, description="Let Triton combine requests into batches.")
     # Each is <= max_batch_size (checked below); a few sizes is all Triton's scheduler uses.
-    preferred_batch_sizes: list[PositiveInt] = Field(default_factory=list, max_length=32)
-    max_queue_delay_microseconds: int = Field(default=100, ge=0, le=10_000_000)
+    preferred_batch_sizes: list[PositiveInt] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Batch sizes the batcher aims for, each at most max_batch_size (at most 32). Default: none, "
+        "as large as possible.",
+    )
+    max_queue_delay_microseconds: int = Field(
+        default=100,
+        ge=0,
+        le=10_000_000,
+        description="How long a request may wait for a batch to fill, in microseconds (0-10000000).",
+    )
 
 
 class InstanceGroup(StrictModel):
     # Two instances per GPU was the best measured configuration in the reference benchmark.
     # Triton documents no maximum; 128 is one instance per vCPU of the largest CPU type and far more
     # than fit in one GPU's memory.
-    count: PositiveInt = Field(default=2, le=128)
-    kind: InstanceKind = "KIND_GPU"
+    count: PositiveInt = Field(default=2, le=128, description="Instances of the model per device, 1-128.")
+    kind: InstanceKind = Field(
+        default="KIND_GPU", description="Where they run: KIND_GPU, KIND_CPU or KIND_AUTO (Triton's instance kind)."
+    )
 
 
 class ShapeRange(StrictModel):
     """TensorRT optimisation profile for one input's non-batch dims (dynamic axes)."""
 
-    input: str = Field(min_length=1, max_length=256)
+    input: str = Field(min_length=1, max_length=256, description="Name of the model input.")
     # TensorRT: at most 8 dimensions (nvinfer1::Dims::MAX_DIMS) of int32/int64 extent; 2**31-1 keeps
     # every extent valid in both.
-    min: list[Annotated[int, Field(ge=1, le=MAX_DIM)]] = Field(max_length=8)
-    opt: list[Annotated[int, Field(ge=1, le=MAX_DIM)]] = Field(max_length=8)
-    max: list[Annotated[int, Field(ge=1, le=MAX_DIM)]] = Field(max_length=8)
+    min: list[Annotated[int, Field(ge=1, le=MAX_DIM)]] = Field(
+        max_length=8, description="Smallest extent of each non-batch dim (at most 8 dims)."
+    )
+    opt: list[Annotated[int, Field(ge=1, le=MAX_DIM)]] = Field(
+        max_length=8, description="Extent of each non-batch dim TensorRT tunes for, between min and max."
+    )
+    max: list[Annotated[int, Field(ge=1, le=MAX_DIM)]] = Field(
+        max_length=8, description="Largest extent of each non-batch dim."
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> ShapeRange:
@@ -132,7 +152,11 @@ class ShapeRange(StrictModel):
 
 
 class TensorRTSettings(StrictModel):
-    precision: Precision = "fp16"
+    """How `trtexec` builds the engine of a `tensorrt_plan` model."""
+
+    precision: Precision = Field(
+        default="fp16", description="fp32, fp16, int8 (needs calibration_cache) or best (trtexec --best)."
+    )
     calibration_cache: str | None = Field(
         default=None,
         min_length=1,
@@ -140,15 +164,31 @@ class TensorRTSettings(StrictModel):
         description="INT8 calibration cache (local path or s3:// URI); required for int8.",
     )
     # The workspace lives in GPU memory: 128 GiB is above every GPU in the instance catalogue (80 GB H100).
-    workspace_mib: PositiveInt = Field(default=4096, le=131072)
+    workspace_mib: PositiveInt = Field(
+        default=4096,
+        le=131072,
+        description="Builder workspace in MiB, 1-131072 (trtexec --memPoolSize=workspace).",
+    )
     # Build for Ampere-and-newer so an A10G-built engine runs on g6/g6e/p4d/p5. Normally set by
     # the build/serve matcher, not by hand.
-    hardware_compatibility: Literal["none", "ampere+"] = "none"
-    version_compatible: bool = False
+    hardware_compatibility: Literal["none", "ampere+"] = Field(
+        default="none",
+        description="ampere+: an engine every Ampere-or-newer GPU runs (trtexec --hardwareCompatibilityLevel); none: "
+        "only the building GPU's architecture. Normally set by the build/serve matcher.",
+    )
+    version_compatible: bool = Field(
+        default=False,
+        description="Build a version-compatible engine (trtexec --versionCompatible); the server then needs "
+        "--backend-config=tensorrt,version-compatible=true.",
+    )
     opt_batch_size: PositiveInt | None = Field(
         default=None, le=65536, description="Batch size TensorRT tunes for. Default: the largest preferred batch size."
     )
-    shapes: list[ShapeRange] = Field(default_factory=list, max_length=64)
+    shapes: list[ShapeRange] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Optimisation profile (min/opt/max) of each input with dynamic non-batch dims, at most 64.",
+    )
 
     @model_validator(mode="after")
     def _int8_needs_calibration(self) -> TensorRTSettings:
@@ -166,14 +206,26 @@ class EnsembleStep(StrictModel):
     """
 
     model: str = Field(pattern=MODEL_NAME_PATTERN, description="A configured model (not an ensemble).")
-    input_map: dict[TensorName, TensorName] = Field(min_length=1, max_length=MAX_STEP_TENSORS)
-    output_map: dict[TensorName, TensorName] = Field(min_length=1, max_length=MAX_STEP_TENSORS)
+    input_map: dict[TensorName, TensorName] = Field(
+        min_length=1,
+        max_length=MAX_STEP_TENSORS,
+        description="The step model's input name -> the ensemble tensor it reads (1-256 entries).",
+    )
+    output_map: dict[TensorName, TensorName] = Field(
+        min_length=1,
+        max_length=MAX_STEP_TENSORS,
+        description="The step model's output name -> the ensemble tensor it writes (1-256 entries).",
+    )
 
 
 class EnsembleSettings(StrictModel):
     """The steps of a `platform: ensemble` model; its inputs and outputs are derived from them."""
 
-    steps: list[EnsembleStep] = Field(min_length=1, max_length=MAX_ENSEMBLE_STEPS)
+    steps: list[EnsembleStep] = Field(
+        min_length=1,
+        max_length=MAX_ENSEMBLE_STEPS,
+        description="The steps (1-64), each naming a configured non-ensemble model; each tensor written once.",
+    )
 
     @model_validator(mode="after")
     def _each_tensor_written_once(self) -> EnsembleSettings:
@@ -258,15 +310,41 @@ ENSEMBLE_REFUSED_FIELDS = ("source", "instance_groups", "dynamic_batching", "ten
 
 
 class ModelSettings(StrictModel):
-    name: str = Field(pattern=MODEL_NAME_PATTERN)
-    source: ModelSource | None = Field(default=None, description="Required for every platform but ensemble.")
-    platform: Platform = "tensorrt_plan"
-    max_batch_size: int = Field(default=16, ge=0, le=65536, description="0 disables batching.")
-    dynamic_batching: DynamicBatching = DynamicBatching()
-    instance_groups: list[InstanceGroup] = Field(default_factory=lambda: [InstanceGroup()], min_length=1, max_length=16)
-    tensorrt: TensorRTSettings = TensorRTSettings()
-    warmup: bool = False
-    response_cache: bool = False
+    """One model of `models:`: its source, Triton settings and TensorRT build."""
+
+    name: str = Field(
+        pattern=MODEL_NAME_PATTERN,
+        description="Triton model name (its folder) and the multi-model TargetModel (<name>.tar.gz); 1-63 letters, "
+        "digits, _ or -, not model or config.",
+    )
+    source: ModelSource | None = Field(
+        default=None, description="Where the model comes from; required for every platform but ensemble."
+    )
+    platform: Platform = Field(
+        default="tensorrt_plan",
+        description="Triton backend: tensorrt_plan (built into a TensorRT engine), onnxruntime_onnx, python or "
+        "ensemble.",
+    )
+    max_batch_size: int = Field(
+        default=16,
+        ge=0,
+        le=65536,
+        description="Largest batch Triton forms, 0-65536; 0: the model has no batch axis (then set "
+        "dynamic_batching.enabled false).",
+    )
+    dynamic_batching: DynamicBatching = Field(default=DynamicBatching(), description="Triton's dynamic batcher.")
+    instance_groups: list[InstanceGroup] = Field(
+        default_factory=lambda: [InstanceGroup()],
+        min_length=1,
+        max_length=16,
+        description="Model instances Triton runs (1-16 groups). Default: two per GPU, the best measured "
+        "configuration of the reference benchmark.",
+    )
+    tensorrt: TensorRTSettings = Field(
+        default=TensorRTSettings(), description="How the TensorRT engine is built (platform tensorrt_plan)."
+    )
+    warmup: bool = Field(default=False, description="Triton model warm-up before the model serves.")
+    response_cache: bool = Field(default=False, description="Triton's response cache for this model.")
     ensemble: EnsembleSettings | None = Field(default=None, description="Steps of a `platform: ensemble` model.")
     environment: PythonEnvironment | None = Field(
         default=None, description="Python execution environment of a `platform: python` model."

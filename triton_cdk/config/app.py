@@ -52,8 +52,15 @@ class ArtifactSettings(StrictModel):
         description="Accounts (e.g. prod's) allowed to read the model prefix and decrypt it, for promotion. "
         f"At most {MAX_READER_ACCOUNTS}: each adds 586 bytes to the bucket policy, which S3 limits to 20 KB.",
     )
-    noncurrent_version_expiration_days: int = Field(default=30, ge=1, le=3650)
-    access_log_expiration_days: int = Field(default=365, ge=1, le=3650)
+    noncurrent_version_expiration_days: int = Field(
+        default=30,
+        ge=1,
+        le=3650,
+        description="Old (noncurrent) object versions are deleted after this many days, 1-3650.",
+    )
+    access_log_expiration_days: int = Field(
+        default=365, ge=1, le=3650, description="Access logs are deleted after this many days, 1-3650."
+    )
 
     @model_validator(mode="after")
     def _accounts(self) -> ArtifactSettings:
@@ -70,7 +77,12 @@ class ArtifactSettings(StrictModel):
 class NotificationSettings(StrictModel):
     # Each address is one AWS::SNS::Subscription in every endpoint and build stack: the real bound is
     # CloudFormation's 500 resources per stack (checked with the stack estimate in limits.py).
-    emails: list[Annotated[str, Field(max_length=254)]] = Field(default_factory=list, max_length=400)
+    emails: list[Annotated[str, Field(max_length=254)]] = Field(
+        default_factory=list,
+        max_length=400,
+        description="E-mail subscriptions of the alarm and build-failure topics, each address once (one resource in "
+        "every endpoint and build stack; CloudFormation allows 500 per stack).",
+    )
 
     @model_validator(mode="after")
     def _emails(self) -> NotificationSettings:
@@ -84,17 +96,44 @@ class NotificationSettings(StrictModel):
 
 
 class AppConfig(StrictModel):
-    stage: str = Field(pattern=r"^[a-z][a-z0-9]{0,11}$", description="Short stage name: dev, prod, ...")
-    account: str | None = Field(default=None, pattern=r"^\d{12}$")
-    region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
-    triton_release: str = Field(max_length=16, description="YY.MM of a SageMaker Triton image.")
-    artifacts: ArtifactSettings = ArtifactSettings()
-    notifications: NotificationSettings = NotificationSettings()
+    stage: str = Field(
+        pattern=r"^[a-z][a-z0-9]{0,11}$",
+        description="Short stage name (dev, prod, ...): equals the file name; prefixes stack and endpoint names.",
+    )
+    account: str | None = Field(
+        default=None,
+        pattern=r"^\d{12}$",
+        description="12-digit account to deploy to; set with region. Default: none, an environment-agnostic synth.",
+    )
+    region: str | None = Field(
+        default=None,
+        pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$",
+        description="Region to deploy to; set with account. Default: none, an environment-agnostic synth (the "
+        "Triton image is then looked up per region at deploy time).",
+    )
+    triton_release: str = Field(
+        max_length=16, description="YY.MM of a SageMaker Triton image the SageMaker SDK knows, e.g. 24.09."
+    )
+    artifacts: ArtifactSettings = Field(
+        default=ArtifactSettings(), description="The artifact bucket: name, reader accounts and lifecycle."
+    )
+    notifications: NotificationSettings = Field(
+        default=NotificationSettings(), description="Who the alarm and build-failure topics notify. Default: nobody."
+    )
     # Each model is at least one artifact resource in the build stack and each endpoint a stack of its
     # own; the per-stack estimate (limits.py) holds them to CloudFormation's 500 resources per stack.
-    models: list[ModelSettings] = Field(min_length=1, max_length=200)
-    endpoints: list[EndpointSettings] = Field(default_factory=list, max_length=100)
-    build: BuildSettings = BuildSettings()
+    models: list[ModelSettings] = Field(
+        min_length=1, max_length=200, description="The models to build and serve, 1-200, each name once."
+    )
+    endpoints: list[EndpointSettings] = Field(
+        default_factory=list,
+        max_length=100,
+        description="The SageMaker endpoints, one stack each (at most 100), each name once.",
+    )
+    build: BuildSettings = Field(
+        default=BuildSettings(),
+        description="The model build (CodeBuild): timeouts, concurrency, log retention and a reserved fleet.",
+    )
     promote_from: str | None = Field(
         default=None,
         pattern=r"^[a-z][a-z0-9]{0,11}$",

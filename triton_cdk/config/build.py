@@ -48,7 +48,10 @@ LOG_RETENTION_DAYS = (
 class ReservedFleet(StrictModel):
     """A CodeBuild reserved-capacity fleet, for GPUs the on-demand GPU builds do not offer (e.g. T4)."""
 
-    arn: str = Field(pattern=r"^arn:aws[a-z-]*:codebuild:[a-z0-9-]+:\d{12}:fleet/.+")
+    arn: str = Field(
+        pattern=r"^arn:aws[a-z-]*:codebuild:[a-z0-9-]+:\d{12}:fleet/.+",
+        description="ARN of the CodeBuild reserved-capacity fleet, in the stage's region.",
+    )
     gpu: str = Field(
         max_length=32, description="GPU model of the fleet's hosts, as in the instance catalogue: T4, A10G, L4, ..."
     )
@@ -62,8 +65,17 @@ class ReservedFleet(StrictModel):
 
 
 class BuildSettings(StrictModel):
-    timeout_minutes: int = Field(default=120, ge=5, le=2160, description="CodeBuild build timeout.")
-    queue_timeout_minutes: int = Field(default=60, ge=5, le=480, description="CodeBuild queued timeout.")
+    """The CodeBuild projects that build the model artifacts."""
+
+    timeout_minutes: int = Field(
+        default=120,
+        ge=5,
+        le=2160,
+        description="CodeBuild build timeout in minutes, 5-2160; with queue_timeout_minutes at most 705 in all.",
+    )
+    queue_timeout_minutes: int = Field(
+        default=60, ge=5, le=480, description="CodeBuild queued timeout in minutes, 5-480."
+    )
     # A project limit must stay below the account's concurrent-running-builds quota (60 by default,
     # "Quotas for AWS CodeBuild"); raise this bound together with the quota.
     concurrency: PositiveInt | None = Field(
@@ -73,9 +85,14 @@ class BuildSettings(StrictModel):
         "account limit queue (with a project limit, StartBuild fails over it instead; 'Builds in AWS CodeBuild').",
     )
     log_retention_days: PositiveInt = Field(
-        default=30, description=f"One of {', '.join(map(str, LOG_RETENTION_DAYS))}."
+        default=30,
+        description=f"Days the build logs are kept: one of {', '.join(map(str, LOG_RETENTION_DAYS))}.",
     )
-    fleet: ReservedFleet | None = None
+    fleet: ReservedFleet | None = Field(
+        default=None,
+        description="A reserved-capacity fleet for GPUs the on-demand GPU builds do not offer (e.g. T4). Default: "
+        "none, on-demand builds.",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -6,10 +6,13 @@ that need the instance catalogue or the model list live in triton_cdk.config.app
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
+import inspect
 import re
 import zoneinfo
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import Field, PositiveInt, model_validator
@@ -18,7 +21,13 @@ from model_build import drivers
 from model_build.catalogue import InstanceType, UnknownInstanceTypeError, instance_type
 from model_build.settings import MODEL_NAME_PATTERN, StrictModel, repeated
 from triton_cdk.serving import component_sizing
+from triton_cdk.serving.autoscaling import ScalingSettings
+from triton_cdk.serving.component_scaling import CopyScalingSettings as ComponentCopyScaling
+from triton_cdk.serving.deployment import DEFAULT_BAKE_SECONDS, DEFAULT_MAXIMUM_EXECUTION_TIMEOUT_SECONDS
+from triton_cdk.serving.endpoint import DEFAULT_VARIANT_NAME, DataCapture, ProductionVariant
+from triton_cdk.serving.inference_components import ComponentVariant, TritonInferenceComponent
 from triton_cdk.serving.monitoring import AlarmThresholds
+from triton_cdk.serving.triton_model import TritonModel
 
 # SageMaker: EndpointName / EndpointConfigName <= 63 chars, ^[a-zA-Z0-9](-*[a-zA-Z0-9])*
 ENDPOINT_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
@@ -30,35 +39,82 @@ VARIANT_NAME_PATTERN = ENDPOINT_NAME_PATTERN
 MAX_INSTANCE_COUNT = 1000
 
 
+def construct_default(owner: type | Callable[..., Any], name: str) -> Any:
+    """The default a construct gives `name`: a dataclass prop's, or a keyword argument's.
+
+    Each default lives once, in the construct; the schema reads it from there (as `_ALARM_DEFAULTS` does), and
+    tests/serving/test_alarm_defaults.py checks every one.
+    """
+    if dataclasses.is_dataclass(owner):
+        default = {f.name: f.default for f in dataclasses.fields(owner)}[name]
+    else:
+        default = inspect.signature(owner).parameters[name].default
+    if default is dataclasses.MISSING or default is inspect.Parameter.empty:
+        raise TypeError(f"{getattr(owner, '__qualname__', owner)}: {name} has no default")
+    return default
+
+
 class ContainerSettings(StrictModel):
     """Environment of the Triton container (read by Triton's docker/sagemaker/serve)."""
 
-    log_verbose: bool = Field(default=False, description="SAGEMAKER_TRITON_LOG_VERBOSE (Triton's default: true).")
+    log_verbose: bool = Field(
+        default=False,
+        description="Verbose server log (SAGEMAKER_TRITON_LOG_VERBOSE). Always set: false overrides Triton's own "
+        "default, true.",
+    )
     # Thread counts: no documented maximum; 1024 is over 5x the vCPUs of the largest catalogue type (192).
-    thread_count: PositiveInt | None = Field(default=None, le=1024, description="SAGEMAKER_TRITON_THREAD_COUNT")
+    thread_count: PositiveInt | None = Field(
+        default=None,
+        le=1024,
+        description="Threads of the SageMaker HTTP front end (SAGEMAKER_TRITON_THREAD_COUNT), 1-1024. "
+        "Default: Triton's.",
+    )
     buffer_manager_thread_count: PositiveInt | None = Field(
-        default=None, le=1024, description="SAGEMAKER_TRITON_BUFFER_MANAGER_THREAD_COUNT"
+        default=None,
+        le=1024,
+        description="Buffer manager threads (SAGEMAKER_TRITON_BUFFER_MANAGER_THREAD_COUNT), 1-1024. Default: Triton's.",
     )
     # Shared memory comes out of the instance's RAM; 64 GiB is far above one model's tensors.
     shm_default_byte_size: PositiveInt | None = Field(
         default=None,
         le=64 * 2**30,
-        description="SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE (Python backend; Triton default 16 MiB)",
+        description="Python backend shared-memory size in bytes (SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE), at most "
+        "64 GiB. Default: Triton's (16 MiB).",
     )
     shm_growth_byte_size: PositiveInt | None = Field(
         default=None,
         le=64 * 2**30,
-        description="SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE (Python backend; Triton default 1 MiB)",
+        description="Python backend shared-memory growth step in bytes (SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE), at "
+        "most 64 GiB. Default: Triton's (1 MiB).",
     )
     model_load_gpu_limit: float | None = Field(
-        default=None, gt=0, le=1, description="SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT (fraction of GPU memory)"
+        default=None,
+        gt=0,
+        le=1,
+        description="Fraction (0, 1] of each GPU's memory models may fill when loading "
+        "(SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT). Default: no limit.",
     )
     # The serve script overwrites SAGEMAKER_TRITON_PING_MODE and reads the OVERRIDE variable
     # (docker/sagemaker/serve in triton-inference-server/server).
-    ping_mode: Literal["ready", "live"] | None = Field(default=None, description="SAGEMAKER_TRITON_OVERRIDE_PING_MODE")
+    ping_mode: Literal["ready", "live"] | None = Field(
+        default=None,
+        description="ready or live (SAGEMAKER_TRITON_OVERRIDE_PING_MODE). Default: the serve script's, ready on "
+        "single-model and live on multi-model endpoints.",
+    )
     # ContainerDefinition.Environment: each key and value at most 1024 bytes, all together 32 KB.
-    additional_args: str | None = Field(default=None, max_length=1024, description="SAGEMAKER_TRITON_ADDITIONAL_ARGS")
-    extra_environment: dict[str, str] = Field(default_factory=dict, max_length=100)
+    additional_args: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="Extra tritonserver flags (SAGEMAKER_TRITON_ADDITIONAL_ARGS), e.g. "
+        "--backend-config=tensorrt,version-compatible=true. Default: none.",
+    )
+    extra_environment: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=100,
+        description="Further container variables (at most 100; each key and value at most 1024 bytes, 32 KB in all). "
+        "Refused if it sets a variable of the fields above, SAGEMAKER_TRITON_DEFAULT_MODEL_NAME, "
+        "SAGEMAKER_MULTI_MODEL or SAGEMAKER_TRITON_PING_MODE (those follow the mode).",
+    )
 
 
 @functools.cache
@@ -68,14 +124,29 @@ def iana_time_zones() -> frozenset[str]:
 
 
 class ScheduledScaling(StrictModel):
-    name: str = Field(pattern=r"^[A-Za-z0-9-]{1,64}$")
+    """A scheduled change of a variant's capacity bounds (Application Auto Scaling scheduled action)."""
+
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9-]{1,64}$", description="Name of the scheduled action: 1-64 letters, digits or -."
+    )
     schedule: str = Field(
         max_length=1600, description="cron(...), rate(...) or at(...) expression (Application Auto Scaling)."
     )
-    min_capacity: PositiveInt | None = Field(default=None, le=MAX_INSTANCE_COUNT)
-    max_capacity: PositiveInt | None = Field(default=None, le=MAX_INSTANCE_COUNT)
+    min_capacity: PositiveInt | None = Field(
+        default=None,
+        le=MAX_INSTANCE_COUNT,
+        description="New minimum instance count from that time on (1-1000); at least one of min_capacity and "
+        "max_capacity. Default: unchanged.",
+    )
+    max_capacity: PositiveInt | None = Field(
+        default=None,
+        le=MAX_INSTANCE_COUNT,
+        description="New maximum instance count from that time on (1-1000). Default: unchanged.",
+    )
     time_zone: str | None = Field(
-        default=None, max_length=1600, description="Canonical IANA time zone name, e.g. Europe/Berlin."
+        default=None,
+        max_length=1600,
+        description="Time zone of a cron expression: a canonical IANA name, e.g. Europe/Berlin. Default: UTC.",
     )
 
     @model_validator(mode="after")
@@ -95,19 +166,52 @@ class ScheduledScaling(StrictModel):
 
 
 class AutoscalingSettings(StrictModel):
-    min_capacity: int = Field(default=1, ge=1, le=MAX_INSTANCE_COUNT, description="SageMaker needs at least 1.")
-    max_capacity: PositiveInt = Field(default=2, le=MAX_INSTANCE_COUNT)
+    """Target tracking of every variant's instance count (Application Auto Scaling)."""
+
+    min_capacity: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_INSTANCE_COUNT,
+        description="Fewest instances per variant, 1-1000 (SageMaker keeps at least one).",
+    )
+    max_capacity: PositiveInt = Field(
+        default=2, le=MAX_INSTANCE_COUNT, description="Most instances per variant, min_capacity-1000."
+    )
     invocations_per_instance: PositiveInt | None = Field(
-        default=None, le=1_000_000, description="Target of SageMakerVariantInvocationsPerInstance (per minute)."
+        default=None,
+        le=1_000_000,
+        description="Target of SageMakerVariantInvocationsPerInstance (requests per instance per minute). "
+        "Default: not tracked; set it and/or gpu_utilization_percent.",
     )
     gpu_utilization_percent: float | None = Field(
-        default=None, gt=0, le=100, description="Per-GPU target; multiplied by the instance's GPU count."
+        default=None,
+        gt=0,
+        le=100,
+        description="Per-GPU GPUUtilization target in percent (0, 100], multiplied by the instance's GPU count; GPU "
+        "instances only. Default: not tracked.",
     )
-    scale_in_cooldown_seconds: int = Field(default=300, ge=0, le=86400)
-    scale_out_cooldown_seconds: int = Field(default=60, ge=0, le=86400)
-    disable_scale_in: bool = False
+    scale_in_cooldown_seconds: int = Field(
+        default=construct_default(ScalingSettings, "scale_in_cooldown_seconds"),
+        ge=0,
+        le=86400,
+        description="Seconds after a scale-in before the policies scale in again (0-86400).",
+    )
+    scale_out_cooldown_seconds: int = Field(
+        default=construct_default(ScalingSettings, "scale_out_cooldown_seconds"),
+        ge=0,
+        le=86400,
+        description="Seconds after a scale-out before the policies scale out again (0-86400).",
+    )
+    disable_scale_in: bool = Field(
+        default=construct_default(ScalingSettings, "disable_scale_in"),
+        description="The policies only add instances; removing them is left to you.",
+    )
     # Application Auto Scaling quotas: 200 scheduled actions per scalable target (not adjustable).
-    scheduled: list[ScheduledScaling] = Field(default_factory=list, max_length=200)
+    scheduled: list[ScheduledScaling] = Field(
+        default_factory=list,
+        max_length=200,
+        description="Scheduled capacity changes, e.g. a lower minimum at night (at most 200).",
+    )
 
     @model_validator(mode="after")
     def _bounds(self) -> AutoscalingSettings:
@@ -128,33 +232,74 @@ class AlarmSettings(StrictModel):
         default=_ALARM_DEFAULTS.latency_p99_ms,
         gt=0,
         le=60_000,
-        description="ModelLatency p99 threshold in milliseconds.",
+        description="ModelLatency p99 threshold in milliseconds (0-60000], converted to the metric's microseconds.",
     )
     errors_5xx: int = Field(
         default=_ALARM_DEFAULTS.errors_5xx,
         ge=1,
         le=1_000_000,
-        description="Invocation5XXErrors count per period that alarms.",
+        description="Invocation5XXErrors per period that alarm (>=), 1-1000000.",
     )
-    errors_4xx_rate_percent: float = Field(default=_ALARM_DEFAULTS.errors_4xx_rate_percent, gt=0, le=100)
-    gpu_memory_percent: float = Field(default=_ALARM_DEFAULTS.gpu_memory_percent, gt=0, le=100, description="Per GPU.")
-    cpu_percent: float = Field(default=_ALARM_DEFAULTS.cpu_percent, gt=0, le=100, description="Per vCPU.")
-    memory_percent: float = Field(default=_ALARM_DEFAULTS.memory_percent, gt=0, le=100)
+    errors_4xx_rate_percent: float = Field(
+        default=_ALARM_DEFAULTS.errors_4xx_rate_percent,
+        gt=0,
+        le=100,
+        description="Invocation4XXErrors as a share of Invocations, in percent (0, 100].",
+    )
+    gpu_memory_percent: float = Field(
+        default=_ALARM_DEFAULTS.gpu_memory_percent,
+        gt=0,
+        le=100,
+        description="GPUMemoryUtilization threshold per GPU, in percent (0, 100] (multiplied by the GPU count).",
+    )
+    cpu_percent: float = Field(
+        default=_ALARM_DEFAULTS.cpu_percent,
+        gt=0,
+        le=100,
+        description="CPUUtilization threshold per vCPU, in percent (0, 100] (multiplied by the vCPU count).",
+    )
+    memory_percent: float = Field(
+        default=_ALARM_DEFAULTS.memory_percent,
+        gt=0,
+        le=100,
+        description="MemoryUtilization threshold, in percent (0, 100].",
+    )
     disk_percent: float = Field(
-        default=_ALARM_DEFAULTS.disk_percent, gt=0, le=100, description="Multi-model endpoints."
+        default=_ALARM_DEFAULTS.disk_percent,
+        gt=0,
+        le=100,
+        description="Multi-model endpoints: DiskUtilization (the model cache) threshold, in percent (0, 100].",
     )
     model_loading_wait_ms: float = Field(
         default=_ALARM_DEFAULTS.model_loading_wait_ms,
         gt=0,
         le=3_600_000,
-        description="Multi-model: ModelLoadingWaitTime average (no percentiles are published).",
+        description="Multi-model endpoints: ModelLoadingWaitTime average threshold in milliseconds (0-3600000]; "
+        "SageMaker publishes no percentiles for it.",
     )
     model_cache_hit_min_percent: float = Field(
-        default=_ALARM_DEFAULTS.model_cache_hit_min_percent, ge=0, le=100, description="Multi-model: ModelCacheHit."
+        default=_ALARM_DEFAULTS.model_cache_hit_min_percent,
+        ge=0,
+        le=100,
+        description="Multi-model endpoints: alarm when fewer requests than this percentage (0-100) find their model "
+        "loaded (ModelCacheHit).",
     )
-    period_seconds: Literal[60, 300, 900, 3600] = _ALARM_DEFAULTS.period_seconds
-    evaluation_periods: int = Field(default=_ALARM_DEFAULTS.evaluation_periods, ge=1, le=100)
-    datapoints_to_alarm: int = Field(default=_ALARM_DEFAULTS.datapoints_to_alarm, ge=1, le=100)
+    period_seconds: Literal[60, 300, 900, 3600] = Field(
+        default=_ALARM_DEFAULTS.period_seconds, description="Period of every alarm, in seconds: 60, 300, 900 or 3600."
+    )
+    evaluation_periods: int = Field(
+        default=_ALARM_DEFAULTS.evaluation_periods,
+        ge=1,
+        le=100,
+        description="Periods each alarm evaluates (N of 'M out of N'), 1-100; period x evaluation_periods at most "
+        "1 day (7 days with 3600 s periods).",
+    )
+    datapoints_to_alarm: int = Field(
+        default=_ALARM_DEFAULTS.datapoints_to_alarm,
+        ge=1,
+        le=100,
+        description="Breaching periods that set ALARM (M of 'M out of N'), at most evaluation_periods.",
+    )
 
     @model_validator(mode="after")
     def _datapoints(self) -> AlarmSettings:
@@ -169,25 +314,60 @@ RollbackAlarm = Literal["latency", "errors_5xx", "errors_4xx", "gpu_memory", "cp
 
 
 class DeploymentSettings(StrictModel):
-    strategy: Literal["blue_green", "rolling"] = "blue_green"
+    """How an endpoint update shifts traffic, and which alarms roll it back (SageMaker deployment guardrails)."""
+
+    strategy: Literal["blue_green", "rolling"] = Field(
+        default="blue_green",
+        description="blue_green (a new fleet takes the traffic) or rolling (the fleet is replaced in batches; "
+        "single-variant endpoints only).",
+    )
     traffic: Literal["all_at_once", "canary", "linear"] = Field(
-        default="all_at_once", description="Blue/green traffic shifting."
+        default="all_at_once", description="Blue/green traffic shifting: all_at_once, canary or linear."
     )
     # CapacitySize.Value is a whole number; TrafficRoutingConfig: canary <= 50 %, linear 10-50 % of
     # the variant's instance count (SageMaker API reference).
-    canary_percent: int = Field(default=10, ge=1, le=50, description="Canary: share of capacity shifted first.")
-    linear_step_percent: int = Field(default=20, ge=10, le=50, description="Linear: share shifted per step.")
+    canary_percent: int = Field(
+        default=10,
+        ge=1,
+        le=50,
+        description="Canary: share of the new fleet's capacity that takes traffic first, in percent (whole, 1-50).",
+    )
+    linear_step_percent: int = Field(
+        default=20, ge=10, le=50, description="Linear: share of capacity shifted per step, in percent (whole, 10-50)."
+    )
     # 900 s: the default rollback alarms (2 x 300 s periods, plus one for the last datapoint to arrive)
     # must be able to reach ALARM while the new fleet bakes (SageMaker deployment guardrails; see
     # rollback_alarm_seconds).
-    wait_seconds: int = Field(default=900, ge=0, le=3600, description="Bake time between traffic steps.")
-    termination_wait_seconds: int = Field(default=300, ge=0, le=3600, description="Old fleet kept for rollback.")
-    maximum_execution_timeout_seconds: int = Field(default=3600, ge=600, le=14400)
+    wait_seconds: int = Field(
+        default=DEFAULT_BAKE_SECONDS,
+        ge=0,
+        le=3600,
+        description="Bake time between traffic steps (rolling: per batch; components: per copy), in seconds (0-3600); "
+        "at least the rollback alarms' time to ALARM, alarms.period_seconds x (alarms.datapoints_to_alarm + 1).",
+    )
+    termination_wait_seconds: int = Field(
+        default=300,
+        ge=0,
+        le=3600,
+        description="Blue/green: seconds (0-3600) the old fleet is kept for a rollback after the shift.",
+    )
+    maximum_execution_timeout_seconds: int = Field(
+        default=DEFAULT_MAXIMUM_EXECUTION_TIMEOUT_SECONDS,
+        ge=600,
+        le=14400,
+        description="Time limit of the whole deployment, in seconds (600-14400).",
+    )
     # RollingUpdatePolicy.MaximumBatchSize: "between 5% to 50% of the variant's total instance count".
-    rolling_batch_percent: int = Field(default=25, ge=5, le=50, description="Rolling: capacity per batch.")
+    rolling_batch_percent: int = Field(
+        default=25,
+        ge=5,
+        le=50,
+        description="Rolling: capacity replaced per batch, in percent (whole, 5-50); refused on inference components.",
+    )
     rollback_alarms: list[RollbackAlarm] = Field(
         default_factory=lambda: ["latency", "errors_5xx"],
-        description="Endpoint alarms that roll a deployment back.",
+        description="Alarms (of every variant) that roll a deployment back while in ALARM; no duplicates, disk on "
+        "multi-model and gpu_memory on GPU endpoints only. Required (non-empty) for canary and linear.",
     )
 
     @model_validator(mode="after")
@@ -203,26 +383,59 @@ class DeploymentSettings(StrictModel):
 
 
 class DataCaptureSettings(StrictModel):
-    enabled: bool = False
-    sampling_percent: int = Field(default=20, ge=0, le=100)
-    capture_request: bool = True
-    capture_response: bool = True
+    """Request/response capture to the artifact bucket (EndpointConfig DataCaptureConfig)."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Capture to s3://<artifact bucket>/data-capture/<stage>-<name>/, encrypted with the artifact key.",
+    )
+    sampling_percent: int = Field(
+        default=construct_default(DataCapture, "sampling_percent"),
+        ge=0,
+        le=100,
+        description="Share of requests captured, in percent 0-100 (InitialSamplingPercentage).",
+    )
+    capture_request: bool = Field(
+        default=construct_default(DataCapture, "capture_request"), description="Capture requests (capture mode Input)."
+    )
+    capture_response: bool = Field(
+        default=construct_default(DataCapture, "capture_response"),
+        description="Capture responses (capture mode Output); at least one of capture_request and capture_response.",
+    )
 
 
 class VariantSettings(StrictModel):
     """A further production variant serving the same model(s), e.g. to compare instance sizes."""
 
-    name: str = Field(pattern=VARIANT_NAME_PATTERN, max_length=63)
-    instance_type: str
-    initial_instance_count: PositiveInt = Field(default=1, le=MAX_INSTANCE_COUNT)
+    name: str = Field(
+        pattern=VARIANT_NAME_PATTERN,
+        max_length=63,
+        description="Variant name (at most 63 characters), unique on the endpoint; keep it stable on a live endpoint.",
+    )
+    instance_type: str = Field(
+        description="Instance type: the same GPU model as the endpoint's instance_type (or CPU if that is CPU), "
+        "single-GPU on multi_model endpoints."
+    )
+    initial_instance_count: PositiveInt = Field(
+        default=construct_default(ProductionVariant, "initial_instance_count"),
+        le=MAX_INSTANCE_COUNT,
+        description="Instances at creation, 1-1000.",
+    )
     initial_weight: float = Field(
-        default=1, ge=0, le=1000, description="Relative share of traffic (InitialVariantWeight)."
+        default=construct_default(ProductionVariant, "initial_weight"),
+        ge=0,
+        le=1000,
+        description="Share of traffic relative to the other variants (InitialVariantWeight), 0-1000.",
     )
 
 
 class VpcSettings(StrictModel):
-    subnet_ids: list[str] = Field(min_length=1, max_length=16)
-    security_group_ids: list[str] = Field(min_length=1, max_length=5)
+    """The VPC the containers' network interfaces are placed in (VpcConfig)."""
+
+    subnet_ids: list[str] = Field(min_length=1, max_length=16, description="VpcConfig.Subnets: 1-16 subnet ids.")
+    security_group_ids: list[str] = Field(
+        min_length=1, max_length=5, description="VpcConfig.SecurityGroupIds: 1-5 security group ids."
+    )
 
 
 # ProductionVariantRoutingConfig.RoutingStrategy; PREFIX_AWARE (KV-cache routing for LLMs) is left out: Triton
@@ -235,18 +448,60 @@ class ComponentSettings(StrictModel):
     number of components (triton_cdk/serving/component_sizing.py)."""
 
     accelerators: int | None = Field(
-        default=None, ge=0, le=8, description="NumberOfAcceleratorDevicesRequired per copy; 0: no GPU requested."
+        default=None,
+        ge=0,
+        le=8,
+        description="Whole GPUs per copy (NumberOfAcceleratorDevicesRequired), 0-8 and at most the instance's; 0: "
+        "none. Default: the instance's GPUs divided among the components sharing it (at most one per GPU).",
     )
-    cpu_cores: float | None = Field(default=None, ge=0.25, le=192, description="NumberOfCpuCoresRequired per copy.")
-    min_memory_mb: int | None = Field(default=None, ge=128, le=2048 * 1024, description="MinMemoryRequiredInMb.")
-    max_memory_mb: int | None = Field(default=None, ge=128, le=2048 * 1024, description="MaxMemoryRequiredInMb.")
-    copy_count: int = Field(default=1, ge=1, le=MAX_INSTANCE_COUNT, description="RuntimeConfig.CopyCount at deploy.")
+    cpu_cores: float | None = Field(
+        default=None,
+        ge=0.25,
+        le=192,
+        description="vCPUs per copy (NumberOfCpuCoresRequired), a multiple of 0.25 up to the instance's vCPUs. "
+        "Default: half of the component's share of the vCPUs.",
+    )
+    min_memory_mb: int | None = Field(
+        default=None,
+        ge=128,
+        le=2048 * 1024,
+        description="Memory reservation per copy in MB (MinMemoryRequiredInMb), the value SageMaker schedules by; "
+        f"128 up to the instance's memory. Default: {component_sizing.DEFAULT_MIN_MEMORY_MB} (at most the "
+        "instance's memory).",
+    )
+    max_memory_mb: int | None = Field(
+        default=None,
+        ge=128,
+        le=2048 * 1024,
+        description="Memory limit per copy in MB (MaxMemoryRequiredInMb), min_memory_mb up to the instance's memory. "
+        "Default: the component's share of the instance's memory.",
+    )
+    copy_count: int = Field(
+        default=construct_default(TritonInferenceComponent.__init__, "copy_count"),
+        ge=1,
+        le=MAX_INSTANCE_COUNT,
+        description="Copies at deploy time (RuntimeConfig.CopyCount), 1-1000.",
+    )
     max_copies: PositiveInt | None = Field(
-        default=None, le=MAX_INSTANCE_COUNT, description="Copy scaling maximum. Default: copy_count x max_instances."
+        default=None,
+        le=MAX_INSTANCE_COUNT,
+        description="Copy-scaling maximum, copy_count-1000. Default: copy_count x max_instances.",
     )
     # InferenceComponentStartupParameters: 60..3600 s each.
-    model_data_download_timeout_seconds: int | None = Field(default=None, ge=60, le=3600)
-    container_startup_health_check_timeout_seconds: int | None = Field(default=None, ge=60, le=3600)
+    model_data_download_timeout_seconds: int | None = Field(
+        default=None,
+        ge=60,
+        le=3600,
+        description="StartupParameters.ModelDataDownloadTimeoutInSeconds, 60-3600. Default: the endpoint's "
+        "model_data_download_timeout_seconds, else SageMaker's.",
+    )
+    container_startup_health_check_timeout_seconds: int | None = Field(
+        default=None,
+        ge=60,
+        le=3600,
+        description="StartupParameters.ContainerStartupHealthCheckTimeoutInSeconds, 60-3600. Default: the "
+        "endpoint's container_startup_health_check_timeout_seconds, else SageMaker's.",
+    )
 
     @model_validator(mode="after")
     def _bounds(self) -> ComponentSettings:
@@ -260,9 +515,21 @@ class ComponentSettings(StrictModel):
 class CopyScalingSettings(StrictModel):
     """Target tracking on SageMakerInferenceComponentInvocationsPerCopy, per component."""
 
-    invocations_per_copy: PositiveInt = Field(le=1_000_000, description="Target invocations per copy per minute.")
-    scale_in_cooldown_seconds: int = Field(default=300, ge=0, le=86400)
-    scale_out_cooldown_seconds: int = Field(default=60, ge=0, le=86400)
+    invocations_per_copy: PositiveInt = Field(
+        le=1_000_000, description="Target invocations per copy per minute, 1-1000000."
+    )
+    scale_in_cooldown_seconds: int = Field(
+        default=construct_default(ComponentCopyScaling, "scale_in_cooldown_seconds"),
+        ge=0,
+        le=86400,
+        description="Seconds after a scale-in before the policy scales in again (0-86400).",
+    )
+    scale_out_cooldown_seconds: int = Field(
+        default=construct_default(ComponentCopyScaling, "scale_out_cooldown_seconds"),
+        ge=0,
+        le=86400,
+        description="Seconds after a scale-out before the policy scales out again (0-86400).",
+    )
 
 
 class InferenceComponentsSettings(StrictModel):
@@ -270,11 +537,31 @@ class InferenceComponentsSettings(StrictModel):
 
     # ProductionVariantManagedInstanceScaling: MinInstanceCount >= 0, MaxInstanceCount >= 1. Only an endpoint
     # hosting inference components may reach 0 ("Scale an endpoint to zero instances").
-    min_instances: int = Field(default=1, ge=0, le=MAX_INSTANCE_COUNT, description="0: scale to zero when idle.")
-    max_instances: PositiveInt = Field(default=1, le=MAX_INSTANCE_COUNT)
-    routing_strategy: RoutingStrategy = "LEAST_OUTSTANDING_REQUESTS"
-    copy_scaling: CopyScalingSettings | None = None
-    components: dict[str, ComponentSettings] = Field(default_factory=dict, max_length=200)
+    min_instances: int = Field(
+        default=construct_default(ComponentVariant, "min_instances"),
+        ge=0,
+        le=MAX_INSTANCE_COUNT,
+        description="MinInstanceCount, 0 up to max_instances; 0 scales to zero when idle and needs copy_scaling.",
+    )
+    max_instances: PositiveInt = Field(
+        default=construct_default(ComponentVariant, "max_instances"),
+        le=MAX_INSTANCE_COUNT,
+        description="MaxInstanceCount: the most instances SageMaker starts to place copies, 1-1000.",
+    )
+    routing_strategy: RoutingStrategy = Field(
+        default=construct_default(ComponentVariant, "routing_strategy"),
+        description="How requests are routed to copies: LEAST_OUTSTANDING_REQUESTS or RANDOM (RoutingConfig).",
+    )
+    copy_scaling: CopyScalingSettings | None = Field(
+        default=None,
+        description="Target tracking of every component's copies. Default: none, fixed copy counts.",
+    )
+    components: dict[str, ComponentSettings] = Field(
+        default_factory=dict,
+        max_length=200,
+        description="Per-model overrides of the component settings, keyed by a model of the endpoint's models. "
+        "Default: every setting derived from the instance catalogue and the number of components.",
+    )
 
     @property
     def scales_to_zero(self) -> bool:
@@ -293,35 +580,99 @@ class InferenceComponentsSettings(StrictModel):
 
 
 class EndpointSettings(StrictModel):
-    name: str = Field(pattern=ENDPOINT_NAME_PATTERN, max_length=63)
-    mode: Literal["single_model", "multi_model", "inference_components"]
-    models: list[str] = Field(min_length=1, max_length=200)
-    instance_type: str
-    initial_instance_count: PositiveInt = Field(default=1, le=MAX_INSTANCE_COUNT)
-    volume_size_gb: int | None = Field(default=None, ge=1, le=512)
-    model_data_download_timeout_seconds: int | None = Field(default=None, ge=60, le=3600)
-    container_startup_health_check_timeout_seconds: int | None = Field(default=None, ge=60, le=3600)
+    """One SageMaker endpoint (its own stack), deployed as <stage>-<name>."""
+
+    name: str = Field(
+        pattern=ENDPOINT_NAME_PATTERN,
+        max_length=63,
+        description="Endpoint name; deployed as <stage>-<name>, at most 63 characters in all.",
+    )
+    mode: Literal["single_model", "multi_model", "inference_components"] = Field(
+        description="single_model (exactly one model), multi_model (single-GPU instance types only) or "
+        "inference_components (one component per model, own resources and copy scaling)."
+    )
+    models: list[str] = Field(
+        min_length=1,
+        max_length=200,
+        description="What the endpoint serves: names from models:, each once (1-200); exactly one in single_model.",
+    )
+    instance_type: str = Field(
+        description="Instance type of the primary variant, from the instance catalogue (model_build/catalogue.py); "
+        "CPU types get the -py3-cpu image."
+    )
+    initial_instance_count: PositiveInt = Field(
+        default=construct_default(ProductionVariant, "initial_instance_count"),
+        le=MAX_INSTANCE_COUNT,
+        description="Instances at creation, 1-1000 and at least autoscaling.min_capacity (afterwards the autoscaler "
+        "decides).",
+    )
+    volume_size_gb: int | None = Field(
+        default=None,
+        ge=1,
+        le=512,
+        description="VolumeSizeInGB of each instance's EBS volume, 1-512; refused on NVMe-only types (g4dn, g5, g6, "
+        "g6e, p4d, p5). Default: SageMaker's.",
+    )
+    model_data_download_timeout_seconds: int | None = Field(
+        default=None, ge=60, le=3600, description="ModelDataDownloadTimeoutInSeconds, 60-3600. Default: SageMaker's."
+    )
+    container_startup_health_check_timeout_seconds: int | None = Field(
+        default=None,
+        ge=60,
+        le=3600,
+        description="ContainerStartupHealthCheckTimeoutInSeconds, 60-3600; raise it for large TensorRT engines. "
+        "Default: SageMaker's.",
+    )
     uncompressed_model_data: bool = Field(
         default=False, description="Single-model: serve the unpacked folder (ModelDataSource, CompressionType None)."
     )
-    variant_name: str = Field(default="AllTraffic", pattern=VARIANT_NAME_PATTERN, max_length=63)
-    initial_weight: float = Field(default=1, ge=0, le=1000, description="InitialVariantWeight of the primary variant.")
+    variant_name: str = Field(
+        default=DEFAULT_VARIANT_NAME,
+        pattern=VARIANT_NAME_PATTERN,
+        max_length=63,
+        description="Name of the primary variant (at most 63 characters). Keep it stable: blue/green and rolling "
+        "updates need the same variant names.",
+    )
+    initial_weight: float = Field(
+        default=construct_default(ProductionVariant, "initial_weight"),
+        ge=0,
+        le=1000,
+        description="InitialVariantWeight of the primary variant, 0-1000.",
+    )
     # CreateEndpointConfig: ProductionVariants holds at most 10 variants, the primary included.
     extra_variants: list[VariantSettings] = Field(
-        default_factory=list, max_length=9, description="Further variants on the same artifacts (same GPU model)."
+        default_factory=list,
+        max_length=9,
+        description="Further variants on the same artifacts (same GPU model), at most 9.",
     )
-    container: ContainerSettings = ContainerSettings()
-    autoscaling: AutoscalingSettings | None = None
-    alarms: AlarmSettings = AlarmSettings()
-    deployment: DeploymentSettings = DeploymentSettings()
-    data_capture: DataCaptureSettings = DataCaptureSettings()
-    vpc: VpcSettings | None = None
+    container: ContainerSettings = Field(
+        default=ContainerSettings(), description="The Triton container's environment (SAGEMAKER_TRITON_* variables)."
+    )
+    autoscaling: AutoscalingSettings | None = Field(
+        default=None, description="Instance autoscaling of every variant. Default: none, a fixed instance count."
+    )
+    alarms: AlarmSettings = Field(
+        default=AlarmSettings(), description="Thresholds, period and datapoints of the endpoint's CloudWatch alarms."
+    )
+    deployment: DeploymentSettings = Field(
+        default=DeploymentSettings(), description="How an update shifts traffic and which alarms roll it back."
+    )
+    data_capture: DataCaptureSettings = Field(
+        default=DataCaptureSettings(), description="Request/response capture to the artifact bucket. Default: off."
+    )
+    vpc: VpcSettings | None = Field(
+        default=None, description="Run the containers' network interfaces in your VPC. Default: none."
+    )
     inference_components: InferenceComponentsSettings | None = Field(
         default=None, description="mode inference_components only. Default: one instance, no copy scaling."
     )
     # Triton needs no outbound network (SageMaker downloads the model data outside the container); a
     # Python model that does opts out per endpoint (AWS Config rule sagemaker-model-isolation-enabled).
-    network_isolation: bool = True
+    network_isolation: bool = Field(
+        default=construct_default(TritonModel.__init__, "network_isolation"),
+        description="EnableNetworkIsolation: the container makes no inbound or outbound network calls; false only for "
+        "an endpoint whose Python model must call out.",
+    )
     inference_ami_version: str | None = Field(
         default=None,
         description="GPU host AMI (ProductionVariant.InferenceAmiVersion). Default: the newest AMI whose "

@@ -31,10 +31,22 @@ class SourceSettings(StrictModel):
     connection_arn: str | None = Field(
         default=None,
         pattern=r"^arn:aws[a-z-]*:(codestar-connections|codeconnections):[a-z0-9-]+:\d{12}:connection/.+$",
+        description="ARN of an authorised CodeConnections (CodeStar) connection, as the console shows it; with "
+        "repository.",
     )
-    repository: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$", description="owner/repo")
-    codecommit_repository: str | None = Field(default=None, pattern=r"^[\w.-]{1,100}$")
-    branch: str = Field(default="main", min_length=1, max_length=255)
+    repository: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$",
+        description="owner/repo on the connection's provider (GitHub, GitLab, Bitbucket); with connection_arn.",
+    )
+    codecommit_repository: str | None = Field(
+        default=None,
+        pattern=r"^[\w.-]{1,100}$",
+        description="A CodeCommit repository in the pipeline account, instead of connection_arn + repository.",
+    )
+    branch: str = Field(
+        default="main", min_length=1, max_length=255, description="Branch whose pushes run the pipeline."
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> SourceSettings:
@@ -74,11 +86,22 @@ class PipelineStageSettings(StrictModel):
 
 class SmokeSettings(StrictModel):
     # InvokeEndpoint: containers must answer within 60 seconds; a longer bound could never fail.
-    max_latency_ms: float = Field(default=2000, gt=0, le=60_000, description="Bound on each timed call's round trip.")
-    timed_calls: PositiveInt = Field(default=3, le=100)
-    attempts: PositiveInt = Field(default=10, le=50, description="Calls per model while it answers ModelNotReady.")
+    max_latency_ms: float = Field(
+        default=2000,
+        gt=0,
+        le=60_000,
+        description="Bound on each timed call's client round trip (warm model), in milliseconds (0-60000].",
+    )
+    timed_calls: PositiveInt = Field(
+        default=3, le=100, description="Timed calls per model after the first, untimed one (which may load it), 1-100."
+    )
+    attempts: PositiveInt = Field(
+        default=10, le=50, description="Calls per model while it answers ModelNotReadyException, 1-50."
+    )
     endpoint_max_latency_ms: dict[str, float] = Field(
-        default_factory=dict, description="Per-endpoint bound (endpoint name as in config/<stage>.yaml)."
+        default_factory=dict,
+        description="Per-endpoint bound in milliseconds (0-60000], keyed by the endpoint name as in "
+        "config/<stage>.yaml. Default: max_latency_ms for every endpoint.",
     )
 
     @model_validator(mode="after")
@@ -93,12 +116,33 @@ class SmokeSettings(StrictModel):
 
 
 class PipelineConfig(StrictModel):
-    name: str = Field(default="triton-promotion", pattern=r"^[A-Za-z0-9.@_-]{1,100}$")
-    account: str | None = Field(default=None, pattern=ACCOUNT_PATTERN)
-    region: str | None = Field(default=None, pattern=REGION_PATTERN)
-    source: SourceSettings
-    stages: list[PipelineStageSettings] = Field(min_length=1, max_length=20)
-    smoke: SmokeSettings = SmokeSettings()
+    name: str = Field(
+        default="triton-promotion",
+        pattern=r"^[A-Za-z0-9.@_-]{1,100}$",
+        description="The CodePipeline's name (1-100 letters, digits or .@_-).",
+    )
+    account: str | None = Field(
+        default=None,
+        pattern=ACCOUNT_PATTERN,
+        description="12-digit account of the pipeline itself (the tooling account); required, with region, once a "
+        "stage sets an account or region. Default: none, an environment-agnostic synth.",
+    )
+    region: str | None = Field(
+        default=None,
+        pattern=REGION_PATTERN,
+        description="Region of the pipeline itself; set with account. Default: none, an environment-agnostic synth.",
+    )
+    source: SourceSettings = Field(
+        description="Where the source comes from: a connection + repository, or a CodeCommit repository."
+    )
+    stages: list[PipelineStageSettings] = Field(
+        min_length=1,
+        max_length=20,
+        description="The stages in promotion order (1-20), each once, each with its own config/<name>.yaml.",
+    )
+    smoke: SmokeSettings = Field(
+        default=SmokeSettings(), description="What the smoke test after each stage's deployment accepts."
+    )
 
     @field_validator("stages")
     @classmethod
