@@ -25,7 +25,7 @@ from endpoint_client.errors import InvalidInputError
 from endpoint_client.retry import RetryPolicy
 from endpoint_client.transport import INFERENCE_COMPONENT_NAME
 from endpoint_client.triton_install import DEFAULT_TRITON_ENV
-from model_build.atomic import atomic_path
+from model_build.atomic import atomic_file
 from model_build.cli import run_cli
 
 PRINTED_VALUES = 64  # larger outputs print their first values only; --save-dir keeps them whole
@@ -280,7 +280,7 @@ def save_outputs(outputs: dict[str, np.ndarray], directory: Path) -> None:
     files = {name: _output_file_name(name) for name in outputs}  # every name checked before any write
     prepare_save_dir(directory)
     for name, array in outputs.items():
-        with atomic_path(directory / files[name]) as temp, temp.open("wb") as stream:
+        with atomic_file(directory / files[name]) as stream:
             np.save(stream, array, allow_pickle=array.dtype == np.object_)
 
 
