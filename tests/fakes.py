@@ -1,0 +1,98 @@
+"""Test doubles shared by several areas (imported as `from fakes import ...`; tests/ is on sys.path).
+
+- FakeSageMakerRuntime: SageMaker's runtime front in front of a real local Triton, used by the
+  client tests (tests/client/conftest.py's `fake_sagemaker_runtime`) and the pipeline's smoke tests.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from endpoint_client.local_endpoint import LOOPBACK
+from endpoint_client.transport import TARGET_MODEL_HEADER, http_request
+
+
+class FakeSageMakerRuntime:
+    """SageMaker's runtime front on 127.0.0.1, in front of a real local Triton.
+
+    Answers `POST /endpoints/<name>/invocations` the way the service does: the first `not_ready`
+    calls with ModelNotReadyException (HTTP 429), then forwards to Triton (`/invocations`, or
+    `/models/<TargetModel>/invoke`) and wraps a Triton refusal as ModelError (HTTP 424) with
+    OriginalStatusCode/OriginalMessage.
+    """
+
+    def __init__(self, backend_url: str) -> None:
+        self.backend_url = backend_url
+        self.not_ready = 0
+        self.calls: list[dict[str, str | None]] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                target = self.headers.get(TARGET_MODEL_HEADER)
+                fake.calls.append({"path": self.path, "target": target})
+                if fake.not_ready > 0:
+                    fake.not_ready -= 1
+                    message = f"Model {target} is not ready yet"
+                    self._reply(429, "ModelNotReadyException", {"message": message})
+                    return
+                path = f"/models/{target}/invoke" if target else "/invocations"
+                headers = {"Content-Type": self.headers.get("Content-Type", "")}
+                status, reply, content_type = http_request("POST", fake.backend_url + path, body, headers, 30)
+                if status == 200:
+                    self.send_response(200)
+                    self.send_header("Content-Type", content_type or "application/json")
+                    self.send_header("Content-Length", str(len(reply)))
+                    self.end_headers()
+                    self.wfile.write(reply)
+                    return
+                original = reply.decode(errors="replace")
+                self._reply(
+                    424,
+                    "ModelError",
+                    {
+                        "Message": f'Received client error ({status}) from primary with message "{original}"',
+                        "OriginalStatusCode": status,
+                        "OriginalMessage": original,
+                    },
+                )
+
+            def _reply(self, status: int, error_type: str, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("x-amzn-ErrorType", error_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((LOOPBACK, 0), Handler)
+        self.url = f"http://{LOOPBACK}:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakeSageMakerRuntime:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def boto3_client(self):
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "sagemaker-runtime",
+            region_name="us-east-1",
+            endpoint_url=self.url,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            config=Config(retries={"total_max_attempts": 1}),  # only our retry policy may retry
+        )
