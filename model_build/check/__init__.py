@@ -12,7 +12,7 @@ broken repository except when the path is not a folder at all.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from model_build.check.ensemble import ensemble_problems
@@ -33,6 +33,7 @@ def check_repository(
     instance_type: str | None = None,
     triton_release: str | None = None,
     packed_environments: Mapping[str, Path] | None = None,
+    engines_from_onnx: Collection[str] = (),
 ) -> list[Problem]:
     """Every problem in the model repository `repo`, ordered by model.
 
@@ -41,7 +42,8 @@ def check_repository(
     its GPUs (gpu ids, KIND_GPU on a CPU type, TensorRT without a GPU); `triton_release` (e.g. "24.09")
     the rules that differ between releases (TensorRT data types, minimum GPU compute capability);
     `packed_environments` (model -> archive) the environments `package` packed to ship as
-    `<model>/python_env.tar.gz`, judged as if they lay there.
+    `<model>/python_env.tar.gz`, judged as if they lay there; `engines_from_onnx` the TensorRT models whose
+    version folders hold the ONNX their engine is still to be built from (layout.check_model_folder).
     """
     repo = Path(repo)
     if not repo.is_dir():
@@ -57,7 +59,11 @@ def check_repository(
     packed = packed_environments or {}
     models = {
         folder.name: check_model_folder(
-            folder, configs_only=configs_only, target=target, packed_environment=packed.get(folder.name)
+            folder,
+            configs_only=configs_only,
+            target=target,
+            packed_environment=packed.get(folder.name),
+            engine_from_onnx=folder.name in engines_from_onnx,
         )
         for folder in folders
     }

@@ -11,6 +11,10 @@ triton-inference-server/python_backend:
 - `src/stub_launcher.cc` (GetPythonEnvironment): the environment must hold `bin/activate` ("Path
   <env>/bin/activate does not exist. The Python environment should contain an 'activate' script.").
 
+A `$$TRITON_MODEL_DIRECTORY/python_env.tar.gz` that is absent from a folder holding `requirements.txt` is
+the one `model_build package --environment-python PY` packs into the package (the source folder never holds
+it): until then the requirements file is judged instead, by the packer's rule (locked, numpy listed).
+
 Our own rules on top, because the model folder is what ships: the path stays inside the model folder
 (`package` ships nothing else), and a symlink in a packed environment must stay inside it (an
 absolute target names a file of the machine that packed it, which the serving container lacks).
@@ -32,6 +36,8 @@ from model_build.check.bounded_tar import ArchiveLimitError, archive_members
 from model_build.check.problems import Problem
 from model_build.check.schema import PYTHON_BACKEND, ModelConfig
 from model_build.config_yaml import clip
+from model_build.errors import ModelBuildError
+from model_build.requirements_lock import read_locked_requirements
 from model_build.settings import PACKED_ENVIRONMENT_NAME, REQUIREMENTS_NAME
 
 RULE = "execution-env"
@@ -70,6 +76,16 @@ def environment_problems(folder: Path, config: ModelConfig, packed: Path | None 
     return [Problem(config.name, FIELD, message, RULE) for message in messages]
 
 
+def _requirements_messages(folder: Path) -> list[str]:
+    """A python_env.tar.gz still to be packed from the folder's requirements.txt: that file must be locked
+    (model_build.requirements_lock, the packer's own rule)."""
+    try:
+        read_locked_requirements(folder / REQUIREMENTS_NAME, shown=f"{folder.name}/{REQUIREMENTS_NAME}")
+    except ModelBuildError as error:
+        return [f"{PACKED_ENVIRONMENT_NAME} is packed from {REQUIREMENTS_NAME}, which is not locked: {error}"]
+    return []
+
+
 def _messages(folder: Path, value: str) -> list[str]:
     if MODEL_DIRECTORY_VARIABLE not in value:
         if value.startswith("/"):
@@ -94,15 +110,13 @@ def _messages(folder: Path, value: str) -> list[str]:
         try:
             info = os.lstat(current)
         except FileNotFoundError:
-            hint = ""
             if normal == PACKED_ENVIRONMENT_NAME and (folder / REQUIREMENTS_NAME).is_file():
-                hint = (
-                    f"; `model_build package --environment-python PY` packs it from {REQUIREMENTS_NAME} into the "
-                    "package"
-                )
+                # Not packed yet: `model_build package --environment-python PY` packs it from this file into the
+                # package (never into the source folder) and then judges the archive; here the file is judged.
+                return _requirements_messages(folder)
             return [
                 f"execution environment {normal} is not in the model folder {folder.name}/ ({value}): the python "
-                f'backend fails with "Failed to get the canonical path for {path}."{hint}'
+                f'backend fails with "Failed to get the canonical path for {path}."'
             ]
         except OSError as error:
             return [f"execution environment {normal} cannot be read ({error.strerror or error})"]

@@ -22,7 +22,14 @@ from model_build.check.environment import environment_folder, environment_proble
 from model_build.check.model_io import model_io_problems
 from model_build.check.problems import REPOSITORY, Problem
 from model_build.check.rules import validate_model_config
-from model_build.check.schema import autocomplete, expected_model_file, normalize, parse_config
+from model_build.check.schema import (
+    ONNX_FILE,
+    TENSORRT_BACKEND,
+    autocomplete,
+    expected_model_file,
+    normalize,
+    parse_config,
+)
 from model_build.check.target import Target
 from model_build.errors import InvalidModelError
 from model_build.model_tree import printable, scan_model_tree
@@ -165,19 +172,27 @@ def _version_problems(model: CheckedModel, versions: dict[int, Path], *, configs
 
 
 def _model_file_problems(
-    folder: Path, config, versions: dict[int, Path], target: Target, packed_environment: Path | None = None
+    folder: Path,
+    config,
+    versions: dict[int, Path],
+    target: Target,
+    packed_environment: Path | None = None,
+    engine_from_onnx: bool = False,
 ) -> list[Problem]:
     found = []
     expected = expected_model_file(config, compute_capability=target.compute_capability)
     what = config.platform or config.backend
+    hint = "set default_model_filename in config.pbtxt to use another file name"
+    if engine_from_onnx and config.backend == TENSORRT_BACKEND:
+        expected, what = ONNX_FILE, f"{what} (engine not built yet)"
+        hint = "the ONNX file the engine is built from"
     for version, path in sorted(versions.items()):
         if expected and not (path / expected).exists():
             found.append(
                 Problem(
                     config.name,
                     f"{version}/{expected}",
-                    f"version folder {version}/ has no {expected}: {what} expects it (set default_model_filename "
-                    "in config.pbtxt to use another file name)",
+                    f"version folder {version}/ has no {expected}: {what} expects it ({hint})",
                     "model-file",
                 )
             )
@@ -195,9 +210,18 @@ def _model_file_problems(
 
 
 def check_model_folder(
-    folder: Path, *, configs_only: bool, target: Target, packed_environment: Path | None = None
+    folder: Path,
+    *,
+    configs_only: bool,
+    target: Target,
+    packed_environment: Path | None = None,
+    engine_from_onnx: bool = False,
 ) -> CheckedModel:
-    """Schema, Triton's rules and layout for one model folder (`packed_environment`: see environment.py)."""
+    """Schema, Triton's rules and layout for one model folder (`packed_environment`: see environment.py).
+
+    `engine_from_onnx`: a TensorRT model whose engine is not built yet (a stage config packaged for the local
+    endpoint, `model_build package --config`): each version folder holds the ONNX file the engine is built
+    from, `model.onnx`, instead of `model.plan`, and the config is checked against it as against the engine."""
     model = CheckedModel(folder.name, None)
     shown = printable(folder.name)
     # What package would refuse, whatever the config says (every file, its name and type).
@@ -256,8 +280,9 @@ def check_model_folder(
     model.problems += _version_problems(model, versions, configs_only=configs_only)
     model.problems += files
     if not configs_only:
-        model.problems += _model_file_problems(folder, config, versions, target, packed_environment)
+        model.problems += _model_file_problems(folder, config, versions, target, packed_environment, engine_from_onnx)
         # A model file that is not valid ONNX is already reported (files); its I/O cannot be read.
         if not backend_problems:
-            model.problems += model_io_problems(folder, config, versions, model.versions or set())
+            loaded = model.versions or set()
+            model.problems += model_io_problems(folder, config, versions, loaded, engine_from_onnx=engine_from_onnx)
     return model

@@ -423,10 +423,22 @@ def _file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def model_io_problems(folder: Path, config: ModelConfig, versions: dict[int, Path], loaded: set[int]) -> list[Problem]:
+def model_io_problems(
+    folder: Path, config: ModelConfig, versions: dict[int, Path], loaded: set[int], *, engine_from_onnx: bool = False
+) -> list[Problem]:
     """Problems of `config` against the model of each version Triton loads (ONNX Runtime), or against
-    the ONNX a TensorRT engine was built from (recorded in build-info.json)."""
+    the ONNX a TensorRT engine was built from (recorded in build-info.json; with `engine_from_onnx`, the
+    version folder's model.onnx the engine is still to be built from)."""
     found: list[Problem] = []
+    if engine_from_onnx and _is(config, "tensorrt_plan", _TRT_BACKEND):
+        for version in sorted(loaded):
+            graph = read_graph_io(versions[version] / "model.onnx")
+            if graph is None:
+                continue  # missing or unreadable: the layout rules say so
+            where = f"engine to be built from {version}/model.onnx"
+            for field, message in trt_messages(config, graph, None):
+                found.append(Problem(config.name, field, f"{message} ({where})", RULE))
+        return found
     if _is(config, "onnxruntime_onnx", _ORT_BACKEND):
         filename = config.default_model_filename or "model.onnx"
         for version in sorted(loaded):

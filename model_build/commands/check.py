@@ -13,7 +13,9 @@ from pathlib import Path
 from model_build.catalogue import UnknownInstanceTypeError
 from model_build.check import check_repository
 from model_build.errors import ModelBuildError
+from model_build.package import pending_environments
 from model_build.releases import UnknownReleaseError
+from model_build.settings import PACKED_ENVIRONMENT_NAME
 
 NAME = "check"
 HELP = (
@@ -64,4 +66,17 @@ def run(args: argparse.Namespace) -> int:
         return 1
     mode = " (configs only)" if args.configs_only else ""
     print(f"check: {args.repo} is a valid model repository{mode}", file=sys.stderr)
+    if not args.configs_only:
+        _note_pending_environments(args.repo)
     return 0
+
+
+def _note_pending_environments(repo: Path) -> None:
+    """Say which environments are checked by their requirements only: `package` packs them."""
+    models = sorted(path.name for path in repo.iterdir() if path.is_dir() and not path.is_symlink())
+    for model, requirements in sorted(pending_environments(repo, models).items()):
+        print(
+            f"note: {model}: {PACKED_ENVIRONMENT_NAME} is not packed yet; its {requirements.name} is locked, and "
+            "`model_build package --environment-python PY` packs it into the package",
+            file=sys.stderr,
+        )
