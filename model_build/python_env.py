@@ -42,6 +42,10 @@ Deterministic: entries sorted, fixed mtime and owner (model_build.archive), no `
 paths of the build machine inside. Cached: `<cache>/<sha256>.tar.gz` where the digest covers the
 requirements bytes and the interpreter's version, implementation, platform, ABI and glibc, so the same
 pins on the same interpreter are packed once.
+
+The wheels come from pip's index (PyPI unless pip's configuration says otherwise) or `--find-links` folders.
+An index pip cannot reach ends in `IndexUnreachableError`, naming the requirements file, pip's reason and
+the offline way (`--find-links DIR --no-index`), not in pip's whole output.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import stat
 import subprocess
 import tempfile
@@ -133,15 +138,17 @@ def packed_environment(
     cache_dir: Path = DEFAULT_CACHE,
     find_links: Sequence[Path] = (),
     no_index: bool = False,
+    shown: str | None = None,
 ) -> Path:
     """The `python_env.tar.gz` for `requirements` created with `python`, from the cache or packed now.
 
     `find_links` / `no_index`: where pip looks for wheels (pip's own options), e.g. a local folder of
     wheels for an offline build. They do not change what is installed (the pins do), so they are not
-    part of the cache key.
+    part of the cache key. `shown`: how messages name the requirements file (default: its path).
     """
     requirements = Path(requirements)
-    read_locked_requirements(requirements)
+    shown = shown or str(requirements)
+    read_locked_requirements(requirements, shown=shown)
     data = requirements.read_bytes()
     target = interpreter(python)
     archive = Path(cache_dir) / f"{cache_key(data, target)}.tar.gz"
@@ -152,14 +159,49 @@ def packed_environment(
         env = Path(work) / "env"
         locked = Path(work) / "requirements.txt"
         locked.write_bytes(data)
-        _create(target, env, locked, find_links, no_index)
+        _create(target, env, locked, find_links, no_index, shown=shown)
         _make_relocatable(env)
         entries = environment_entries(env, platlibdir=target.facts.get("platlibdir", "lib"))
         atomic_write_archive(entries, archive, None)
     return archive
 
 
-def _run(argv: list[str], doing: str) -> None:
+# What pip prints when it cannot reach an index (urllib3 / requests errors, pip's own "Could not fetch URL").
+_UNREACHABLE = re.compile(
+    r"NewConnectionError|Failed to establish a new connection|Temporary failure in name resolution|"
+    r"Name or service not known|ConnectTimeoutError|ProxyError|SSLError|Could not fetch URL|Network is unreachable"
+)
+_RETRY_PREFIX = re.compile(r"^WARNING: Retrying \(Retry\([^)]*\)\) after ")
+# pip's verdict on a pin it found no file for at all, e.g. because no index answered.
+_NOT_FOUND = re.compile(r"No matching distribution found for \S+")
+_NO_VERSION_AT_ALL = "(from versions: none)"
+_WHERE_WHEELS_COME_FROM = (
+    "Packing downloads wheels from the index: PyPI, or the index-url of pip's configuration or PIP_INDEX_URL; "
+    "offline, give a folder holding every wheel of the file with --find-links DIR --no-index"
+)
+
+
+class IndexUnreachableError(MissingToolError):
+    """pip could not reach the package index to download an environment's wheels."""
+
+
+def index_problem(output: str) -> str | None:
+    """What pip's output says about reaching the index (None: it failed for another reason)."""
+    verdict = _NOT_FOUND.search(output)
+    said = f"; pip: {verdict.group(0)}" if verdict else ""
+    for line in output.splitlines():
+        if _UNREACHABLE.search(line):
+            reason = _RETRY_PREFIX.sub("", " ".join(line.split()))[:400]
+            return f"pip could not reach the package index ({reason}{said})"
+    if verdict and _NO_VERSION_AT_ALL in output:
+        return (
+            f"no index offered any version ({verdict.group(0)} {_NO_VERSION_AT_ALL}): the index could not be "
+            "reached, or has no package of that name"
+        )
+    return None
+
+
+def _run(argv: list[str], doing: str, requirements: str | None = None) -> None:
     environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     # python_backend README: export PYTHONNOUSERSITE so nothing from the user's site leaks into the pack.
     environment.update(PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
@@ -170,11 +212,20 @@ def _run(argv: list[str], doing: str) -> None:
     except (OSError, subprocess.TimeoutExpired) as error:
         raise ModelBuildError(f"{doing} failed: {error}") from None
     if result.returncode != 0:
-        output = (result.stdout + result.stderr).strip()[-2000:]
-        raise ModelBuildError(f"{doing} failed (exit {result.returncode}):\n{output}")
+        output = (result.stdout + result.stderr).strip()
+        problem = index_problem(output) if requirements is not None else None
+        if problem is not None:
+            raise IndexUnreachableError(
+                f"{requirements}: cannot download the wheels this environment is packed from: {problem}. "
+                f"{_WHERE_WHEELS_COME_FROM}"
+            )
+        raise ModelBuildError(f"{doing} failed (exit {result.returncode}):\n{output[-2000:]}")
 
 
-def _create(python: Interpreter, env: Path, requirements: Path, find_links: Sequence[Path], no_index: bool) -> None:
+def _create(
+    python: Interpreter, env: Path, requirements: Path, find_links: Sequence[Path], no_index: bool, *, shown: str
+) -> None:
+    """`shown`: the requirements file as the user named it (`requirements` is its copy in the work folder)."""
     _run([python.command, "-m", "venv", "--copies", "--without-pip", str(env)], f"{python.command} -m venv")
     pip = [python.command, "-m", "pip", "--python", str(env / "bin" / "python")]
     options = ["--no-index"] if no_index else []
@@ -192,7 +243,7 @@ def _create(python: Interpreter, env: Path, requirements: Path, find_links: Sequ
         "-r",
         str(requirements),
     ]
-    _run(install, f"pip install -r {requirements.name} (needs pip >= 22.3 for --python)")
+    _run(install, f"pip install -r {shown} (needs pip >= 22.3 for --python)", requirements=shown)
     # --no-deps installs exactly the pins; pip check then finds a dependency the file forgot.
     _run([*pip, "check"], "pip check (a requirement's dependency is missing from the locked file?)")
 
