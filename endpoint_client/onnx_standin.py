@@ -9,7 +9,8 @@ model.py that runs the model's ONNX file with ONNX Runtime on the CPU (standins/
 - `onnxruntime_onnx`: the model's own file (`default_model_filename`, model.onnx by default);
 - `tensorrt_plan`: a TensorRT engine only runs on the GPU architecture and TensorRT version that built it
   (../shared/README.md, "GPU build vs serve"), never here; a version folder that holds the ONNX file the
-  engine is built from (`model.onnx`) runs that instead, with the config's tensors. A folder with only an
+  engine is built from (`model.onnx`, as `model_build package --config` packages a stage config's TensorRT
+  model: model_build.stage_repository) runs that instead, with the config's tensors. A folder with only an
   engine is refused with a message saying what to put there.
 
 Ensembles need nothing: Triton loads their composing models, each substituted as above. Which models run
@@ -33,7 +34,7 @@ RUNNER = Path(__file__).with_name("standins") / "onnx_runtime_model.py"
 ONNX_FILE_PARAMETER = "LOCAL_ENDPOINT_ONNX_FILE"  # read by the runner
 ONNX_RUNTIME = "onnxruntime_onnx"
 TENSORRT = "tensorrt_plan"
-ONNX_FOR_ENGINE = "model.onnx"  # what model_build's config/package put beside (or instead of) model.plan
+ONNX_FOR_ENGINE = "model.onnx"  # what `model_build package --config` puts in place of model.plan
 
 
 @dataclass(frozen=True)
@@ -66,9 +67,11 @@ def _onnx_file(folder: Path, config: mc.ModelConfig, platform: str) -> tuple[str
         engine = config.default_model_filename or "model.plan"
         raise LocalEndpointError(
             f"model {folder.name!r} is a TensorRT engine ({engine}), which runs only on the GPU and TensorRT "
-            f"version that built it, not on this CPU. To try it locally, put the ONNX file it is built from in its "
-            f"version folder as {ONNX_FOR_ENGINE} (e.g. {folder.name}/1/{ONNX_FOR_ENGINE}): it then runs on "
-            "ONNX Runtime with the same inputs and outputs"
+            f"version that built it, not on this CPU. To try it locally, package it from its stage config "
+            "(`python -m model_build package --config STAGE.yaml --model NAME`, or make local LOCAL_CONFIG=...), "
+            f"which ships the ONNX file it is built from, or put that file in its version folder as "
+            f"{ONNX_FOR_ENGINE} (e.g. {folder.name}/1/{ONNX_FOR_ENGINE}): it then runs on ONNX Runtime with the "
+            "same inputs and outputs"
         )
     return ONNX_FOR_ENGINE, found
 

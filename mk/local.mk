@@ -3,6 +3,10 @@
 #   make local LOCAL_MODEL=image_classifier
 #                              the example image pipeline: an ensemble (Python pre-processing with its own packed
 #                              environment, an ONNX CNN on ONNX Runtime, Python post-processing), served whole
+#   make local LOCAL_CONFIG=examples/config/ensemble.yaml LOCAL_MODEL=image_classifier
+#                              a model as a stage config describes it, TensorRT models included: configs generated
+#                              as the build generates them, each TensorRT model run from the ONNX its engine is
+#                              built from (on ONNX Runtime, named as substituted when the endpoint starts)
 #   make local LOCAL_PORT=0    any free loopback port (the address is printed once /ping answers)
 #   make local LOCAL_HOST=...  listen elsewhere than 127.0.0.1 (prints a warning: no authentication)
 #   make .venv-triton/.stamp   only (re)create the Triton venv (make test's pytest step needs it)
@@ -14,6 +18,7 @@ TRITON_VENV := .venv-triton
 TRITON_ENV_STAMP := $(TRITON_VENV)/.stamp
 LOCAL_MODEL_REPO ?= examples/models
 LOCAL_MODEL ?= add_sub
+LOCAL_CONFIG ?=
 LOCAL_OUT ?= build/local
 LOCAL_PORT ?= 8080
 LOCAL_HOST ?= 127.0.0.1
@@ -31,9 +36,11 @@ $(TRITON_ENV_STAMP): requirements-triton.txt
 # A Python model's requirements.txt is packed into its python_env.tar.gz by the project's one packer, with the
 # Python of the local Triton (the backend stub's: same version and ABI), cached in build/python-envs. The
 # archive may hold several model folders (an ensemble and its steps): SAGEMAKER_TRITON_DEFAULT_MODEL_NAME
-# (--model-name) names the one to serve, as the endpoint stack sets it.
+# (--model-name) names the one to serve, as the endpoint stack sets it. With LOCAL_CONFIG the model folders
+# come from the stage config (`model_build package --config`, model_build/stage_repository.py), not LOCAL_MODEL_REPO.
 local: $(BIN)/.requirements.stamp $(TRITON_ENV_STAMP)
-	$(BIN)/python -m model_build package $(LOCAL_MODEL_REPO) --model $(LOCAL_MODEL) --layout single \
+	$(BIN)/python -m model_build package $(if $(LOCAL_CONFIG),--config $(LOCAL_CONFIG),$(LOCAL_MODEL_REPO)) \
+		--model $(LOCAL_MODEL) --layout single \
 		--environment-python $(TRITON_VENV)/bin/python --out $(LOCAL_OUT)
 	$(BIN)/python -m endpoint_client local $(LOCAL_OUT)/model.tar.gz --model-name $(LOCAL_MODEL) \
 		--port $(LOCAL_PORT) --host $(LOCAL_HOST)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -129,16 +129,22 @@ def scan_model(repository: Path, model: str, *, check_models: bool = True) -> li
     return entries
 
 
-def check_before_packaging(repository: Path, models: Sequence[str], packed: dict[str, Path] | None = None) -> None:
+def check_before_packaging(
+    repository: Path,
+    models: Sequence[str],
+    packed: dict[str, Path] | None = None,
+    engines_from_onnx: Collection[str] = (),
+) -> None:
     """`python -m model_build check` on the repository; any problem of a packaged model (or of the
     repository) refuses the package, listing every problem as check prints them.
 
     `packed`: environments packed for this package (model -> archive); check judges each as if it lay in
-    its model folder."""
+    its model folder. `engines_from_onnx`: TensorRT models packaged with the ONNX their engine is built
+    from instead of the engine (model_build.stage_repository, for the local endpoint)."""
     from model_build.check import check_repository  # deferred: the check rules import Triton's schema
     from model_build.check.problems import REPOSITORY
 
-    found = check_repository(repository, packed_environments=packed)
+    found = check_repository(repository, packed_environments=packed, engines_from_onnx=engines_from_onnx)
     problems = [p for p in found if p.model in models or p.model == REPOSITORY]
     if problems:
         count = len(problems)
@@ -254,12 +260,14 @@ def pending_environments(repository: Path, models: Sequence[str]) -> dict[str, P
 @dataclass(frozen=True)
 class EnvironmentOptions:
     """How `package` packs python environments (model_build.python_env): the interpreter (None: do not
-    pack), the cache folder and pip's wheel sources."""
+    pack), the cache folder and pip's wheel sources; `shown` names a model's requirements file in messages
+    where the repository is a copy (model -> the path the user wrote, e.g. in a stage config)."""
 
     python: str | None = None
     cache_dir: Path | None = None
     find_links: tuple[Path, ...] = ()
     no_index: bool = False
+    shown: tuple[tuple[str, str], ...] = ()
 
 
 def _pack_environments(repository: Path, models: Sequence[str], options: EnvironmentOptions) -> dict[str, Path]:
@@ -274,6 +282,7 @@ def _pack_environments(repository: Path, models: Sequence[str], options: Environ
         )
     from model_build.python_env import DEFAULT_CACHE, packed_environment
 
+    shown = dict(options.shown)
     return {
         model: packed_environment(
             requirements,
@@ -281,6 +290,7 @@ def _pack_environments(repository: Path, models: Sequence[str], options: Environ
             cache_dir=options.cache_dir or DEFAULT_CACHE,
             find_links=options.find_links,
             no_index=options.no_index,
+            shown=shown.get(model),
         )
         for model, requirements in sorted(pending.items())
     }
@@ -339,6 +349,7 @@ def package_repository(
     default_model: str | None = None,
     check: bool = True,
     environments: EnvironmentOptions = EnvironmentOptions(),
+    engines_from_onnx: Collection[str] = (),
 ) -> list[PackagedArtifact]:
     """Package `models` (default: every model folder) of `repository` into `out_dir` in `layout`.
 
@@ -346,6 +357,8 @@ def package_repository(
     check first, so what is packaged is what Triton loads. A requested ensemble brings every model
     its steps name. A "single" archive of several model folders needs `default_model`: the folder
     SageMaker loads (SAGEMAKER_TRITON_DEFAULT_MODEL_NAME); it defaults to the one requested ensemble.
+    `engines_from_onnx`: TensorRT models whose folders hold `1/model.onnx`, the ONNX their engine is built
+    from, and no engine (a stage config packaged for the local endpoint: model_build.stage_repository).
     """
     repository = Path(repository)
     out_dir = Path(out_dir)
@@ -362,7 +375,7 @@ def package_repository(
     try:
         packed = _pack_environments(repository, selected, environments)
         if check:
-            check_before_packaging(repository, selected, packed)
+            check_before_packaging(repository, selected, packed, engines_from_onnx)
         scanned = {model: scan_model(repository, model, check_models=not check) for model in selected}
     except OSError as error:
         raise _os_error(error, "read it") from None

@@ -17,14 +17,13 @@ from pydantic import ValidationError
 
 from model_build import pbtxt
 from model_build.app_config import format_validation_error, load_model_settings
-from model_build.atomic import write_atomically
 from model_build.ensemble_config import write_ensemble
 from model_build.errors import ModelBuildError
 from model_build.execution_env import ensure_execution_env
-from model_build.onnx_external import ExternalDataError, MalformedModelError, copy_with_external_data
 from model_build.onnx_inspect import inspect_model
 from model_build.releases import UnknownReleaseError, release
 from model_build.settings import ModelSettings
+from model_build.stage_repository import write_onnx_model
 
 NAME = "config"
 HELP = (
@@ -115,14 +114,6 @@ def _settings_from_options(args: argparse.Namespace) -> ModelSettings:
         raise ModelBuildError(format_validation_error("command line", error)) from error
 
 
-def copy_atomically(source: Path, target: Path) -> None:
-    """The ONNX file and every external data file it names (model_build.onnx_external)."""
-    try:
-        copy_with_external_data(source, target)
-    except (ExternalDataError, MalformedModelError) as error:
-        raise ModelBuildError(f"{source}: {error}") from None
-
-
 def _check_repository_folder(repository: Path) -> None:
     """--repository is a folder, or does not exist yet (it is created); a file there is a mistake."""
     if repository.exists() and not repository.is_dir():
@@ -153,26 +144,15 @@ def run(args: argparse.Namespace) -> int:
         return _run_without_onnx(args, settings)
     if args.onnx is None:
         raise ModelBuildError(f"--onnx FILE is required for platform {settings.platform!r}")
-    signature = inspect_model(args.onnx)
-    # generate() refuses a config that `check` would refuse: nothing is written then.
-    text = pbtxt.generate(signature, settings, triton_release)
     if args.stdout:
-        sys.stdout.write(text)
+        # generate() refuses a config that `check` would refuse.
+        sys.stdout.write(pbtxt.generate(inspect_model(args.onnx), settings, triton_release))
         return 0
-    model_dir = args.repository / settings.name
     _check_repository_folder(args.repository)
-    try:
-        if settings.platform == "onnxruntime_onnx":
-            # Model first, config last: a folder with a config.pbtxt is a complete model to Triton.
-            copy_atomically(args.onnx, model_dir / "1" / "model.onnx")
-        write_atomically(model_dir / "config.pbtxt", text.encode())
-    except OSError as error:
-        where = error.filename or model_dir
-        raise ModelBuildError(
-            f"--repository {args.repository}: cannot write {where} ({error.strerror or error}); "
-            "give a model repository folder you can write to"
-        ) from None
-    print(f"wrote {model_dir / 'config.pbtxt'}", file=sys.stderr)
+    # An ONNX Runtime model serves its ONNX file; a TensorRT model's engine is written by `build`.
+    with_onnx = settings.platform == "onnxruntime_onnx"
+    written = write_onnx_model(args.repository, settings, args.onnx, triton_release, with_onnx=with_onnx)
+    print(f"wrote {written}", file=sys.stderr)
     if settings.platform == "tensorrt_plan":
-        print(f"next: python -m model_build build ... writes {model_dir / '1' / 'model.plan'}", file=sys.stderr)
+        print(f"next: python -m model_build build ... writes {written.parent / '1' / 'model.plan'}", file=sys.stderr)
     return 0

@@ -6,7 +6,9 @@ it; the committed ensemble config is what model_build generates from the stage c
 models run from their ONNX on the local endpoint. With the real local Triton (marked `triton`): the
 example packaged by `model_build package --environment-python` (the project's one packing code path) is
 served whole, `invoke --raw image=cat.jpg --output labels` prints five ImageNet names, and hostile images
-are refused with 400 and a message while the endpoint keeps serving.
+are refused with 400 and a message while the endpoint keeps serving; the stage config's pipeline, packaged
+by `model_build package --config examples/config/ensemble.yaml` (image_cnn a TensorRT model, run from its
+ONNX), answers the same labels, and the `endpoint_client local` command says which model runs substituted.
 
 Sources: python_backend README "Creating Custom Execution Environments" (EXECUTION_ENV_PATH,
 $$TRITON_MODEL_DIRECTORY) and "Error Handling" (TritonError codes: INVALID_ARG becomes HTTP 400); Triton's
@@ -19,9 +21,12 @@ import contextlib
 import importlib.util
 import io
 import json
+import os
 import shutil
+import signal
 import struct
 import subprocess
+import sys
 import tarfile
 import zlib
 from collections.abc import Iterator
@@ -35,12 +40,14 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from endpoint_client.cli import main as endpoint_client
+from endpoint_client.client import EndpointClient
 from endpoint_client.errors import LocalEndpointError
 from endpoint_client.local_endpoint import LocalEndpoint
 from endpoint_client.onnx_standin import Substitution, substitute_models, substitution_notice
 from endpoint_client.transport import http_request
 from model_build.cli import main as model_build
 from model_build.requirements_lock import read_locked_requirements
+from model_build.stage_repository import assemble_repository
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODELS = REPO_ROOT / "examples" / "models"
@@ -136,13 +143,13 @@ def test_the_committed_ensemble_config_is_what_model_build_generates(tmp_path):
 
 
 def _tensorrt_folder(repository: Path, *, with_onnx: bool) -> Path:
+    """image_cnn as examples/config/ensemble.yaml describes it (tensorrt_plan, KIND_GPU), assembled by
+    `model_build package --config`'s code: the build's config and the ONNX its engine is built from. Without
+    the ONNX, the engine's place holds an engine (what a build's archive holds)."""
+    assert assemble_repository(_stage_file(), "image_cnn", repository, base_dir=REPO_ROOT).engines_from_onnx == (
+        "image_cnn",
+    )
     folder = repository / "image_cnn"
-    shutil.copytree(MODELS / "image_cnn", folder)
-    config = _config(folder)
-    config.platform = "tensorrt_plan"
-    config.instance_group[0].kind = mc.ModelInstanceGroup.Kind.KIND_GPU
-    config.instance_group[0].gpus.append(0)
-    (folder / "config.pbtxt").write_text(text_format.MessageToString(config))
     if not with_onnx:
         (folder / "1" / "model.onnx").rename(folder / "1" / "model.plan")
     return folder
@@ -151,6 +158,7 @@ def _tensorrt_folder(repository: Path, *, with_onnx: bool) -> Path:
 def test_a_tensorrt_model_with_its_onnx_runs_substituted_with_its_tensors(tmp_path):
     folder = _tensorrt_folder(tmp_path, with_onnx=True)
     before = _config(folder)
+    assert (before.platform, before.instance_group[0].kind) == ("tensorrt_plan", mc.ModelInstanceGroup.Kind.KIND_GPU)
     assert substitute_models(tmp_path) == [Substitution("image_cnn", "tensorrt_plan")]
     after = _config(folder)
     assert (after.platform, after.backend) == ("", "python")
@@ -166,6 +174,46 @@ def test_a_tensorrt_engine_alone_is_refused_with_what_to_do(tmp_path):
     _tensorrt_folder(tmp_path, with_onnx=False)
     with pytest.raises(LocalEndpointError, match=r"model 'image_cnn' is a TensorRT engine.*image_cnn/1/model\.onnx"):
         substitute_models(tmp_path)
+
+
+@pytest.mark.triton
+def test_the_local_command_serves_a_tensorrt_model_from_its_onnx_and_says_so(triton_env, tmp_path):
+    """`model_build package --config examples/config/ensemble.yaml --model image_cnn`, then the `endpoint_client
+    local` command (a process, as a user runs it): it prints which model runs substituted, in place of what,
+    and the stand-in answers what ONNX Runtime computes from the same ONNX."""
+    out = tmp_path / "out"
+    package = [sys.executable, "-m", "model_build", "package", "--config", str(_stage_file()), "--model", "image_cnn",
+               "--base-dir", str(REPO_ROOT), "--out", str(out)]  # fmt: skip
+    packaged = subprocess.run(package, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert packaged.returncode == 0, packaged.stderr
+    assert "note: image_cnn is a tensorrt_plan model" in packaged.stderr
+    process = subprocess.Popen(
+        [sys.executable, "-m", "endpoint_client", "local", str(out / "model.tar.gz"), "--port", "0",
+         "--triton-env", str(triton_env), "--env", "SAGEMAKER_TRITON_LOG_VERBOSE=false"],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), process.stderr.read() if process.poll() is not None else url
+        pixels = np.random.default_rng(1).standard_normal((3, 224, 224)).astype(np.float32)
+        outputs = EndpointClient.for_url(url).invoke({"input": pixels})
+        session = ort.InferenceSession(
+            str(MODELS / "image_cnn" / "1" / "model.onnx"), providers=["CPUExecutionProvider"]
+        )
+        (expected,) = session.run(None, {"input": pixels})
+        np.testing.assert_allclose(outputs["logits"], expected, rtol=1e-5, atol=1e-5)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+        err = process.stderr.read()
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert (
+        "note: substituted locally: image_cnn (tensorrt_plan: its model.onnx instead of the engine) run(s) on ONNX "
+        "Runtime (CPU) in a Python-backend stand-in" in err
+    ), err
+    assert "serving image_cnn (log: " in err and "stopping (SIGINT)" in err
 
 
 # --- served end to end by the real local Triton -------------------------------------------------------
@@ -271,27 +319,32 @@ def test_hostile_images_get_400_with_a_message_and_the_endpoint_stays_up(case, i
 
 
 @pytest.mark.triton
-def test_the_cnn_as_a_tensorrt_model_serves_the_same_labels_from_its_onnx(
-    image_archive, image_endpoint, tmp_path, capsys
+def test_the_stage_configs_pipeline_runs_locally_with_its_tensorrt_model_from_its_onnx(
+    image_endpoint, tmp_path, capsys
 ):
-    """The stage config builds image_cnn as a TensorRT engine; locally the same folder with its ONNX runs on
-    ONNX Runtime, named as substituted, and the pipeline answers exactly as with the ONNX Runtime model."""
-    extracted = tmp_path / "extracted"
-    with tarfile.open(image_archive) as tar:
-        tar.extractall(extracted, filter="data")
-    config = _config(extracted / "image_cnn")
-    config.platform = "tensorrt_plan"
-    config.instance_group[0].kind = mc.ModelInstanceGroup.Kind.KIND_GPU
-    (extracted / "image_cnn" / "config.pbtxt").write_text(text_format.MessageToString(config))
-    archive = tmp_path / "tensorrt.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:
-        for folder in sorted(extracted.iterdir()):
-            tar.add(folder, arcname=folder.name)
-    expected = _invoke(image_endpoint.url, CAT, capsys)[1]  # the ONNX Runtime model's answer
-    with _serve(archive, tmp_path / "endpoint") as endpoint:
+    """examples/config/ensemble.yaml builds image_cnn as a TensorRT engine. `model_build package --config` packages
+    the pipeline as that stage config describes it (no hand edits: the build's configs, tensorrt_plan for
+    image_cnn with the ONNX its engine is built from); served locally, image_cnn runs substituted from that
+    ONNX, and a JPEG in gives the same five labels as the ONNX Runtime example."""
+    out = tmp_path / "out"
+    argv = ["package", "--config", str(_stage_file()), "--model", "image_classifier", "--base-dir", str(REPO_ROOT),
+            "--environment-python", str(TRITON_PYTHON), "--out", str(out)]  # fmt: skip
+    assert model_build(argv) == 0
+    assert "note: image_cnn is a tensorrt_plan model" in capsys.readouterr().err
+    with tarfile.open(out / "model.tar.gz") as tar:
+        names = set(tar.getnames())
+        cnn = text_format.Parse(tar.extractfile("image_cnn/config.pbtxt").read().decode(), mc.ModelConfig())
+    assert (
+        cnn.platform == "tensorrt_plan" and "image_cnn/1/model.onnx" in names and "image_cnn/1/model.plan" not in names
+    )
+    assert "image_preprocess/python_env.tar.gz" in names
+    expected = _invoke(image_endpoint.url, CAT, capsys)[1]  # the ONNX Runtime example's answer
+    with _serve(out / "model.tar.gz", tmp_path / "endpoint") as endpoint:
+        assert endpoint.plan.default_model == "image_classifier"
         assert endpoint.substitutions == [Substitution("image_cnn", "tensorrt_plan")]
         code, labels, err = _invoke(endpoint.url, CAT, capsys)
         assert code == 0, err
+        assert len(labels) == 5 and set(labels) <= set(LABELS)
         assert labels == expected
 
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
+import sys
 import tarfile
 import urllib.request
 from pathlib import Path
@@ -25,7 +27,7 @@ from ensemble_fixtures import pipeline_repository, tiny_wheel, write_pipeline
 
 from model_build import cli
 from model_build.errors import InvalidModelError, ModelBuildError
-from model_build.python_env import environment_entries, packed_environment
+from model_build.python_env import environment_entries, index_problem, packed_environment
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TRITON_ENV = PROJECT_ROOT / ".venv-triton"
@@ -107,6 +109,54 @@ def test_unlocked_requirements_are_refused_before_anything_runs(tmp_path):
     requirements.write_text("numpy>=1.26\n")
     with pytest.raises(InvalidModelError, match=r"line 1: 'numpy>=1\.26' is not locked"):
         packed_environment(requirements, "/nonexistent/python", cache_dir=tmp_path / "cache")
+
+
+def _closed_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # nothing listens there once the socket is closed
+
+
+def test_an_index_pip_cannot_reach_is_a_clear_error_not_pip_s_output(tmp_path, target_python):
+    """Packing downloads from the package index (PyPI in CI). With the index unreachable (here: a closed
+    loopback port, pip's own configuration switched off) `package` exits 1 with one ERROR naming the
+    requirements file as the stage config names it, pip's reason and the offline way; no traceback, nothing
+    written."""
+    stage = write_pipeline(tmp_path)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    environment.update(
+        PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=f"http://127.0.0.1:{_closed_port()}/simple", PIP_RETRIES="1"
+    )
+    argv = [sys.executable, "-m", "model_build", "package", "--config", str(stage), "--model", "pipe",
+            "--base-dir", str(tmp_path),
+            "--environment-python", target_python, "--environment-cache", str(tmp_path / "cache"),
+            "--out", str(tmp_path / "out")]  # fmt: skip
+    result = subprocess.run(argv, capture_output=True, text=True, env=environment, cwd=PROJECT_ROOT, timeout=300)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("ERROR: models/pre/requirements.txt: cannot download the wheels"), result.stderr
+    assert "pip could not reach the package index" in result.stderr and "Connection refused" in result.stderr
+    assert "--find-links DIR --no-index" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("output", "expected"),
+    [
+        ("WARNING: Retrying (Retry(total=0, connect=None, read=None, redirect=None, status=None)) after connection "
+         "broken by 'NewConnectionError(\"<...>: Failed to resolve 'pypi.org' ([Errno -3] Temporary failure in name "
+         "resolution)\")': /simple/numpy/\nERROR: No matching distribution found for numpy==1.26.4",
+         "pip could not reach the package index (connection broken by"),
+        ("ERROR: Could not find a version that satisfies the requirement numpy==1.26.4 (from versions: none)\n"
+         "ERROR: No matching distribution found for numpy==1.26.4",
+         "no index offered any version (No matching distribution found for numpy==1.26.4 (from versions: none))"),
+        ("ERROR: Could not find a version that satisfies the requirement pillow==12.0.0 (from versions: 11.3.0)\n"
+         "ERROR: No matching distribution found for pillow==12.0.0", None),
+    ],
+)  # fmt: skip
+def test_what_pip_says_about_its_index(output, expected):
+    problem = index_problem(output)
+    assert problem == expected if expected is None else problem.startswith(expected), problem
 
 
 def test_symlinks_are_materialised(tmp_path):
