@@ -1,9 +1,9 @@
 """AWS's Guard rules (AWS Control Tower proactive controls) beside cdk-nag: fixes, and acknowledgements.
 
-`cdklabs-cdk-validator-cfnguard` runs the controls' Guard rules on every synthesized template
+aws-cdk-lib's validation engine runs the controls' Guard rules on every synthesized template
 (triton_cdk/guard_plugin.py; triton_cdk/nag.py adds it). A finding is fixed where the control fits
 this app, else acknowledged on the one construct it concerns, with the reason. The rule ids are the
-Guard rule names the plugin reports ("Acknowledge with 'cdk-validator-cfnguard::<rule>'"); the
+Guard rule names the plugin reports ("Acknowledge with 'CloudFormation-Validate::<rule>'"); the
 control ids (CT.S3.PR.9, ...) and their pages:
 https://docs.aws.amazon.com/controltower/latest/controlreference/proactive-controls.html
 """
@@ -19,14 +19,19 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import IConstruct
 
-GUARD_PLUGIN = "cdk-validator-cfnguard"
+# The plugin that runs the Guard rules (aws-cdk-lib's CloudFormationValidatePlugin, also CloudFormation's default
+# rules): its name in the validation report, and the namespace of its acknowledgements.
+GUARD_PLUGIN = "CloudFormation Validate"
+GUARD_ACKNOWLEDGEMENT_NAMESPACE = "CloudFormation-Validate"
 # CT.CLOUDWATCH.PR.2: log groups kept at least a year.
 MIN_LOG_RETENTION_DAYS = 365
 
 
 def acknowledge_guard(scope: IConstruct, rule: str, reason: str) -> None:
     """Acknowledge the Guard rule `rule` (e.g. "s3_bucket_object_lock_enabled_check") on `scope` and below."""
-    cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=f"{GUARD_PLUGIN}::{rule}", reason=reason))
+    cdk.Validations.of(scope).acknowledge(
+        cdk.Acknowledgment(id=f"{GUARD_ACKNOWLEDGEMENT_NAMESPACE}::{rule}", reason=reason)
+    )
 
 
 def restrict_grants_to_aws_services(key: kms.IKey) -> None:

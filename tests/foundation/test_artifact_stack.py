@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from aws_cdk.assertions import Template
 
+from triton_cdk.guard import GUARD_PLUGIN
+
 KEY_ID = "ArtifactsKeyA4B22E2B"
 BUCKET_ID = "ArtifactsBucket88671897"
 LOG_BUCKET_ID = "ArtifactsAccessLogs4D97777C"
@@ -201,6 +203,6 @@ def test_key_lets_only_aws_services_create_grants(resources: dict) -> None:
 def test_nag_and_guard_found_nothing_unacknowledged(dev_stage) -> None:
     _, _, assembly = dev_stage
     report = json.loads((Path(assembly.directory) / "validation-report.json").read_text())
-    for plugin in ("AwsSolutions", "cdk-validator-cfnguard"):
+    for plugin in ("AwsSolutions", GUARD_PLUGIN):
         (found,) = [r for r in report["pluginReports"] if r["pluginName"] == plugin]
         assert found["conclusion"] == "success" and found["violations"] == [], plugin
