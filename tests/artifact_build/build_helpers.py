@@ -4,19 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from synth_helpers import Synthesized, synthesize_built
-
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 HANDLER_PATH = PROJECT_ROOT / "lambda" / "ensure_artifact" / "index.py"
 SHARED = PROJECT_ROOT.parent / "shared"
 SIMPLE_ONNX = SHARED / "triton-configs" / "valid" / "simple" / "1" / "model.onnx"
 FLEET_ARN = "arn:aws:codebuild:us-east-1:111111111111:fleet/t4-fleet:0a1b2c3d"
-
-
-def synthesize(build, outdir: Path) -> Synthesized:
-    """`build(app) -> dict of stacks`; synthesized with the checks and cdk.json's context, as app.py does
-    (tests/synth_helpers.py)."""
-    return synthesize_built(build, outdir)
 
 
 def mixed_document() -> dict:

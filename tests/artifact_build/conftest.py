@@ -13,14 +13,13 @@ from build_helpers import (
     HANDLER_PATH,
     PROJECT_ROOT,
     SHARED,
-    Synthesized,
     fleet_document,
     mixed_document,
     promote_documents,
     stage_stacks,
-    synthesize,
     write_configs,
 )
+from synth_helpers import Synthesized, synthesize_built
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
@@ -101,4 +100,4 @@ def variants_synth(tmp_path_factory) -> Synthesized:
             stacks.update(stage_stacks(app, config, folder))
         return stacks
 
-    return synthesize(build, tmp_path_factory.mktemp("variants"))
+    return synthesize_built(build, tmp_path_factory.mktemp("variants"))

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from aws_cdk.assertions import Match, Template
 from build_helpers import FLEET_ARN, PROJECT_ROOT, promote_documents, stage_stacks, write_configs
+from synth_helpers import new_app
 
 from model_build.cli import build_parser
 
@@ -196,7 +197,7 @@ def wait_ids(key: str, prefix: str | None = None, timeout_minutes: int = 60) -> 
 
     from triton_cdk.artifact_build.ensure_artifact import ArtifactResourceProps, EnsureArtifacts
 
-    stack = cdk.Stack(cdk.App(), "S")
+    stack = cdk.Stack(new_app(), "S")
     ensure = EnsureArtifacts(
         stack,
         "E",
@@ -469,8 +470,6 @@ def test_variants_are_nag_clean_and_warning_free(variants_synth):
 
 
 def test_promotion_from_a_stage_without_a_bucket_name_is_refused(tmp_path):
-    import aws_cdk as cdk
-
     from triton_cdk.config import load_config
     from triton_cdk.promotion import PromotionError
 
@@ -478,7 +477,7 @@ def test_promotion_from_a_stage_without_a_bucket_name_is_refused(tmp_path):
     source["artifacts"] = {}
     folder = write_configs(tmp_path, source, target)
     with pytest.raises(PromotionError) as raised:
-        stage_stacks(cdk.App(), load_config(folder / "prod2.yaml"), folder)
+        stage_stacks(new_app(), load_config(folder / "prod2.yaml"), folder)
     assert str(raised.value) == (
         "stage 'prod2' promotes from 'dev2', whose artifacts.bucket_name is not set; set artifacts.bucket_name in "
         "config/dev2.yaml (and list this stage's account in its artifacts.reader_accounts when it deploys elsewhere)"
@@ -579,7 +578,6 @@ def test_the_wait_follows_the_config(mixed):
 
 def test_a_project_limit_below_the_builds_one_deployment_starts_is_refused(tmp_path):
     """ "Builds in AWS CodeBuild": with a project concurrent build limit, builds over it return an error."""
-    import aws_cdk as cdk
     from build_helpers import mixed_document
 
     from triton_cdk.config import load_config
@@ -589,7 +587,7 @@ def test_a_project_limit_below_the_builds_one_deployment_starts_is_refused(tmp_p
     folder = write_configs(tmp_path, document)
     with pytest.raises(ValueError) as raised:
         stage_stacks(
-            cdk.App(),
+            new_app(),
             load_config(folder / "mixed.yaml", source_roots=(PROJECT_ROOT, PROJECT_ROOT.parent / "shared")),
             folder,
         )

@@ -6,7 +6,7 @@ import copy
 from pathlib import Path
 
 import yaml
-from synth_helpers import Synthesized, config_folder, synth_pipeline
+from synth_helpers import config_folder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = REPO_ROOT / "config"
@@ -44,16 +44,6 @@ def write_documents(folder: Path, documents: dict[str, dict]) -> Path:
     for name, document in documents.items():
         (folder / f"{name}.yaml").write_text(yaml.safe_dump(copy.deepcopy(document), sort_keys=False))
     return folder / "pipeline.yaml"
-
-
-# The pipeline tests' name for a synthesized pipeline app (tests/synth_helpers.py).
-SynthesizedPipeline = Synthesized
-
-
-def synthesize(folder: Path) -> Synthesized:
-    """The pipeline app (with cdk-nag and Guard, as `make synth-pipeline` runs app.py), from the configs in
-    `folder`; once per session per folder."""
-    return synth_pipeline(folder)
 
 
 def default_pipeline_folder() -> Path:

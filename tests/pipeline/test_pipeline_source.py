@@ -14,6 +14,7 @@ import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 from policy_sentry.querying.actions import get_action_data
+from synth_helpers import new_app
 
 from triton_cdk.pipeline.source import connection_prefix, match_connection_prefix, use_connection_action
 
@@ -35,7 +36,7 @@ def test_not_a_connection_arn_is_refused() -> None:
 
 
 def _policy_stack(connection_arn: str) -> tuple[cdk.Stack, int]:
-    stack = cdk.Stack(cdk.App())
+    stack = cdk.Stack(new_app())
     role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("codepipeline.amazonaws.com"))
     # What aws-cdk-lib's CodeStarConnectionsSourceAction grants, whatever the ARN.
     role.add_to_policy(iam.PolicyStatement(actions=["codestar-connections:UseConnection"], resources=[connection_arn]))

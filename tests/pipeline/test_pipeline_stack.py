@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline_helpers import DEV_BUCKET, PIPELINE_ACCOUNT, PROD_ACCOUNT, REPO_ROOT, SynthesizedPipeline
+from pipeline_helpers import DEV_BUCKET, PIPELINE_ACCOUNT, PROD_ACCOUNT, REPO_ROOT
+from synth_helpers import Synthesized
 
 from triton_cdk.pipeline.smoke_plan import SmokePlan
 
@@ -16,11 +17,11 @@ def _actions(stage: dict) -> list[dict]:
     return sorted(stage["Actions"], key=lambda a: a["RunOrder"])
 
 
-def _stage(pipeline: SynthesizedPipeline, name: str) -> dict:
+def _stage(pipeline: Synthesized, name: str) -> dict:
     return next(s for s in pipeline.pipeline_stages() if s["Name"] == name)
 
 
-def _project(pipeline: SynthesizedPipeline, action: dict) -> dict:
+def _project(pipeline: Synthesized, action: dict) -> dict:
     ref = action["Configuration"]["ProjectName"]["Ref"]
     return pipeline.template["Resources"][ref]
 
@@ -33,7 +34,7 @@ def _buildspec(project: dict) -> dict:
     return json.loads(project["Properties"]["Source"]["BuildSpec"])
 
 
-def _role_statements(pipeline: SynthesizedPipeline, project: dict) -> list[dict]:
+def _role_statements(pipeline: Synthesized, project: dict) -> list[dict]:
     role = project["Properties"]["ServiceRole"]["Fn::GetAtt"][0]
     policies = [p for p in pipeline.resources("AWS::IAM::Policy").values() if {"Ref": role} in p["Properties"]["Roles"]]
     return [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]

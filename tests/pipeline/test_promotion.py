@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import aws_cdk as cdk
 import pytest
+from synth_helpers import new_app
 
 from stacks.pipeline_stack import PipelineStack
 from stacks.stage_plan import plan_stage
@@ -75,7 +75,7 @@ def test_model_dev_never_serves_is_refused():
 
 def test_pipeline_stack_refuses_before_building_anything():
     prod = PROD.model_copy(update={"triton_release": "25.04", "promote_from": "dev"})
-    app = cdk.App()
+    app = new_app()
     with pytest.raises(PromotionError, match=r"stage 'prod' promotes from 'dev' but would need artifacts 'dev' never"):
         PipelineStack(app, "Pipeline", pipeline_config=load_pipeline_config(), stage_configs={"dev": DEV, "prod": prod})
     assert app.node.try_find_child("Pipeline").node.try_find_child("Pipeline") is None

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import ast
 
-import aws_cdk as cdk
 import pytest
+from synth_helpers import new_app
 
 import stacks.stage_plan
 from stacks.pipeline_stack import add_pipeline_stack
@@ -41,7 +41,7 @@ def test_the_pipeline_plans_each_stage_once(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(stacks.stage_plan, "endpoint_artifacts", counting)
     config_dir = PROJECT_ROOT / "config"
     pipeline_config, stage_configs = load_pipeline(config_dir / "pipeline.yaml", config_dir)
-    stack = add_pipeline_stack(cdk.App(), pipeline_config, stage_configs)
+    stack = add_pipeline_stack(new_app(), pipeline_config, stage_configs)
     assert sorted(calls) == sorted(f"{c.stage}/{e.name}" for c in stage_configs.values() for e in c.endpoints)
     for name, triton_stages in stack.stages.items():
         for triton_stage in triton_stages:

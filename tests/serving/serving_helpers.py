@@ -13,9 +13,7 @@ from pathlib import Path
 
 import yaml
 from aws_cdk.assertions import Template
-from synth_helpers import Synthesized, config_folder, synthesize_config
-
-from triton_cdk.config import AppConfig
+from synth_helpers import config_folder
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = PROJECT_ROOT / "config"
@@ -124,11 +122,6 @@ def write_config(directory: Path, document: dict) -> Path:
     path = directory / f"{document['stage']}.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path
-
-
-def synthesize(config: AppConfig, outdir: Path) -> Synthesized:
-    """One stage's app from a loaded config (tests/synth_helpers.py: cdk.json's context, cdk-nag, Guard)."""
-    return synthesize_config(config, outdir)
 
 
 def only(template: Template, resource_type: str, props: dict | None = None) -> tuple[str, dict]:

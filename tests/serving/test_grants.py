@@ -10,13 +10,14 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
+from synth_helpers import new_app
 
 from triton_cdk.artifacts import ArtifactStore, list_models_statement
 from triton_cdk.images import TritonImageLookup, known_triton_releases
 
 
 def _role_policy(build) -> list[dict]:
-    app = cdk.App()
+    app = new_app()
     stack = cdk.Stack(app, "Grants", env=cdk.Environment(account="111111111111", region="us-east-1"))
     role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))
     build(stack, role)

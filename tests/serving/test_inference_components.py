@@ -23,8 +23,8 @@ import yaml
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
-from serving_helpers import PROJECT_ROOT, Synthesized, write_config
-from synth_helpers import synth_stage
+from serving_helpers import PROJECT_ROOT, write_config
+from synth_helpers import Synthesized, new_app, synth_stage
 
 from model_build.catalogue import instance_type
 from triton_cdk.artifact_keys import endpoint_artifacts
@@ -267,7 +267,7 @@ def test_cfn_lint_accepts_the_component_stack(example):
 
 
 def _app_scope() -> tuple[cdk.Stack, iam.Role, s3.Bucket]:
-    stack = cdk.Stack(cdk.App())
+    stack = cdk.Stack(new_app())
     role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))
     return stack, role, s3.Bucket(stack, "Bucket")
 
