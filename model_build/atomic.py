@@ -11,13 +11,15 @@ A file is flushed to disk (fsync) before it is renamed over its target, so after
 name holds the whole new file or the previous one, never a truncated file that an upload would take
 for the artifact. On any error (an exception, Ctrl-C) the temp is removed and the target is left as
 it was. Temps are hidden names in the target's own folder (`.<name>.<random>.tmp`): the rename
-never crosses file systems.
+never crosses file systems. Without an explicit `mode`, a file keeps the permissions of the file it
+replaces, and a new one gets those a plain `open()` would give it (0666 less the umask), not mkstemp's 0600.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,13 +36,28 @@ def _temp_beside(target: Path) -> tuple[int, Path]:
     return handle, Path(name)
 
 
-def _finish(path: Path, mode: int | None) -> None:
+def _current_umask() -> int:
+    mask = os.umask(0o022)  # the only portable way to read it: set, then restore at once
+    os.umask(mask)
+    return mask
+
+
+def _default_mode(target: Path) -> int:
+    """The permissions a plain write of `target` would leave: those of the regular file it replaces, else
+    0666 less the umask."""
+    try:
+        info = os.lstat(target)
+    except OSError:
+        return 0o666 & ~_current_umask()
+    return stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else 0o666 & ~_current_umask()
+
+
+def _finish(path: Path, mode: int) -> None:
     """Set `mode` on and fsync a file a tool wrote by name; a symbolic link there is an error, never
     renamed into place."""
     descriptor = os.open(path, os.O_RDONLY | _NOFOLLOW)
     try:
-        if mode is not None:
-            os.fchmod(descriptor, mode)
+        os.fchmod(descriptor, mode)
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
@@ -52,15 +69,15 @@ def atomic_file(target: Path, *, mode: int | None = None) -> Iterator[BinaryIO]:
     on any error it is removed.
 
     The stream is the descriptor mkstemp created (the temp is never reopened by name). `mode`: the
-    permission bits the file gets (default: mkstemp's 0600).
+    permission bits the file gets (default: those of the file it replaces, else 0666 less the umask).
     """
+    mode = _default_mode(target) if mode is None else mode
     handle, temp = _temp_beside(target)
     try:
         with os.fdopen(handle, "wb") as stream:
             yield stream
             stream.flush()
-            if mode is not None:
-                os.fchmod(stream.fileno(), mode)
+            os.fchmod(stream.fileno(), mode)
             os.fsync(stream.fileno())
         os.replace(temp, target)
     except BaseException:
@@ -75,6 +92,7 @@ def atomic_path(target: Path, *, mode: int | None = None) -> Iterator[Path]:
     The caller (or a tool it runs) writes the temp path, which exists (empty) when the block starts;
     readers of `target` never see half a file. `mode`: as for `atomic_file`.
     """
+    mode = _default_mode(target) if mode is None else mode
     handle, temp = _temp_beside(target)
     os.close(handle)
     try:

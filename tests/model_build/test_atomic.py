@@ -68,12 +68,28 @@ def test_a_failure_mid_write_leaves_the_previous_file_and_no_temp(tmp_path: Path
 
 
 def test_atomic_file_sets_the_mode_it_is_given(tmp_path: Path) -> None:
-    with atomic_file(tmp_path / "default") as stream:
+    with atomic_file(tmp_path / "shared", mode=0o640) as stream:
         stream.write(b"x")
-    with atomic_file(tmp_path / "shared", mode=0o644) as stream:
-        stream.write(b"x")
-    assert (tmp_path / "default").stat().st_mode & 0o777 == 0o600  # mkstemp's, as before
-    assert (tmp_path / "shared").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "shared").stat().st_mode & 0o777 == 0o640
+
+
+def test_without_a_mode_a_write_keeps_the_files_permissions_or_gets_a_plain_opens(tmp_path: Path) -> None:
+    """A hostile-input review found config.pbtxt turned from 0644 into mkstemp's 0600 when `config` added
+    EXECUTION_ENV_PATH: a file read by a container running as another user would become unreadable."""
+    existing = tmp_path / "config.pbtxt"
+    existing.write_text("name: 'm'")
+    existing.chmod(0o604)
+    write_atomically(existing, b"name: 'm'\n")
+    assert existing.stat().st_mode & 0o777 == 0o604
+    old_mask = os.umask(0o027)
+    try:
+        write_atomically(tmp_path / "new", b"x")
+        with atomic_path(tmp_path / "tool-written") as temp:
+            temp.write_bytes(b"x")
+    finally:
+        os.umask(old_mask)
+    assert (tmp_path / "new").stat().st_mode & 0o777 == 0o640
+    assert (tmp_path / "tool-written").stat().st_mode & 0o777 == 0o640
 
 
 def test_atomic_path_is_for_tools_that_write_by_name(tmp_path: Path, fsyncs) -> None:
