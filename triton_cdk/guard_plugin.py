@@ -92,6 +92,8 @@ def _cached_rules(archive: Path) -> tuple[Path, dict[str, list[str]]]:
             return folder, index
     except (OSError, ValueError):
         pass
+    # Not model_build.atomic.atomic_directory: that replaces a folder another synth may be reading; here the
+    # first complete copy wins and a later one is discarded (the rename fails on an existing folder).
     staging = Path(tempfile.mkdtemp(prefix=".partial-", dir=root))
     index = _read_rules_from_package(archive, staging)
     (staging / CACHE_INDEX).write_text(json.dumps(index))  # written last: its presence marks a whole copy
