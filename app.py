@@ -13,9 +13,9 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from stacks.app_factory import create_app
+from stacks.promotion import PromotionError
 from triton_cdk.config import ConfigError, load_stage
 from triton_cdk.config.loader import CONFIG_DIR
-from triton_cdk.promotion import PromotionError
 
 
 def main() -> None:

@@ -1,8 +1,8 @@
 """Stateless stack: one Triton endpoint (model, endpoint config, endpoint, scaling, alarms).
 
 It only maps config/<stage>.yaml onto the serving constructs (triton_cdk.serving) and grants
-what they need; the S3 locations come from EndpointArtifacts (triton_cdk.artifact_keys), the one
-mapping from a configured model to its content-addressed key.
+what they need; the S3 locations come from the stage plan's PlannedEndpoint (stacks/artifact_plan.py), the
+one mapping from a configured model to its content-addressed key.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from constructs import Construct
 
 from model_build import drivers
 from model_build.catalogue import InstanceType, instance_type
+from stacks.artifact_plan import PlannedEndpoint
 from stacks.artifact_stack import ArtifactStack
 from stacks.container_environment import container_environment
-from triton_cdk.artifact_keys import EndpointArtifacts, ModelArtifact
+from triton_cdk.artifact_keys import ModelArtifact
 from triton_cdk.config import AppConfig
 from triton_cdk.config.endpoint import (
     ComponentSettings,
@@ -59,7 +60,7 @@ def model_data_of(artifact: ModelArtifact, artifacts: ArtifactStack) -> TritonMo
     return TritonModelData.from_archive(artifacts.store.bucket, artifact.key)
 
 
-def model_data(located: EndpointArtifacts, artifacts: ArtifactStack) -> TritonModelData:
+def model_data(located: PlannedEndpoint, artifacts: ArtifactStack) -> TritonModelData:
     """The endpoint's S3 location, from its content-addressed artifact keys."""
     bucket = artifacts.store.bucket
     settings = located.endpoint
@@ -171,7 +172,7 @@ class EndpointStack(cdk.Stack):
         *,
         config: AppConfig,
         artifacts: ArtifactStack,
-        endpoint_artifacts: EndpointArtifacts,
+        endpoint_artifacts: PlannedEndpoint,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -284,7 +285,7 @@ class EndpointStack(cdk.Stack):
         self,
         config: AppConfig,
         artifacts: ArtifactStack,
-        located: EndpointArtifacts,
+        located: PlannedEndpoint,
         image: TritonImageLookup,
         role_additions: iam.Policy | None,
         endpoint_name: str,

@@ -17,6 +17,7 @@ from constructs import Construct
 
 from stacks.pipeline_stage import TritonStage
 from stacks.pipeline_steps import approval_step, smoke_step, synth_step
+from stacks.promotion import check_promotion
 from stacks.stage_plan import plan_stage
 from triton_cdk.config import AppConfig
 from triton_cdk.config.loader import PROJECT_ROOT
@@ -26,7 +27,6 @@ from triton_cdk.pipeline.logs import PipelineLogs
 from triton_cdk.pipeline.nag import acknowledge_pipeline_findings
 from triton_cdk.pipeline.scoping import scope_pipeline_wildcards
 from triton_cdk.pipeline.source import match_connection_prefix
-from triton_cdk.promotion import check_promotion
 
 
 class PipelineStack(cdk.Stack):

@@ -10,10 +10,10 @@ from constructs import Construct
 from stacks.artifact_stack import ArtifactStack
 from stacks.build_stack import BuildStack
 from stacks.endpoint_stack import EndpointStack
+from stacks.promotion import check_promotion, promotion_source_bucket
 from stacks.stage_plan import StagePlan, plan_stage
 from triton_cdk.config import AppConfig
 from triton_cdk.config.loader import PROJECT_ROOT
-from triton_cdk.promotion import check_promotion, promotion_source_bucket
 
 
 @dataclass

@@ -9,18 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_cdk.artifact_keys import EndpointArtifacts, ModelArtifact, endpoint_artifacts
+from stacks.artifact_plan import PlannedEndpoint, endpoint_artifacts
+from stacks.promotion import collect_stage_artifacts
+from triton_cdk.artifact_keys import ModelArtifact
 from triton_cdk.config import AppConfig
-from triton_cdk.promotion import collect_stage_artifacts
 
 
 @dataclass(frozen=True)
 class StagePlan:
     config: AppConfig
     # By endpoint name, in the config's order.
-    endpoints: dict[str, EndpointArtifacts]
+    endpoints: dict[str, PlannedEndpoint]
 
-    def endpoint_artifacts(self, name: str) -> EndpointArtifacts:
+    def endpoint_artifacts(self, name: str) -> PlannedEndpoint:
         return self.endpoints[name]
 
     def stage_artifacts(self) -> dict[str, list[ModelArtifact]]:

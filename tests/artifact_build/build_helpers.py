@@ -107,11 +107,11 @@ def stage_stacks(app, config, config_dir: Path | None = None) -> dict:
 
     A promoting stage's source config is read from `config_dir`, as app.py reads it from config/.
     """
+    from stacks.artifact_plan import endpoint_artifacts
     from stacks.artifact_stack import ArtifactStack
     from stacks.build_stack import BuildStack
-    from triton_cdk.artifact_keys import endpoint_artifacts
+    from stacks.promotion import promotion_source_bucket
     from triton_cdk.config import load_stage
-    from triton_cdk.promotion import promotion_source_bucket
 
     source_bucket = source = None
     if config.promote_from:

@@ -470,8 +470,8 @@ def test_variants_are_nag_clean_and_warning_free(variants_synth):
 
 
 def test_promotion_from_a_stage_without_a_bucket_name_is_refused(tmp_path):
+    from stacks.promotion import PromotionError
     from triton_cdk.config import load_config
-    from triton_cdk.promotion import PromotionError
 
     source, target = promote_documents()
     source["artifacts"] = {}

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from synth_helpers import EXAMPLES_CONFIG_DIR, PROJECT_ROOT, synth_stage
 
+from stacks.artifact_plan import endpoint_artifacts
 from stacks.stage_plan import plan_stage
-from triton_cdk.artifact_keys import endpoint_artifacts
 from triton_cdk.config import load_stage
 
 TEST_CONFIGS = PROJECT_ROOT / "tests" / "configs"

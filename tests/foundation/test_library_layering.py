@@ -4,7 +4,9 @@ nor the app's config schema (`triton_cdk.config`). The app maps its config to th
 from __future__ import annotations
 
 import ast
+import json
 import os
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,32 +14,86 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-LIBRARY_MODULES = [
-    "triton_cdk.serving",
-    "triton_cdk.artifacts",
-    "triton_cdk.roles",
-    "triton_cdk.notifications",
-    "triton_cdk.images",
-    "triton_cdk.guard",
-    "triton_cdk.artifact_build",
-    "triton_cdk.artifact_build.build_project",
-    "triton_cdk.artifact_build.ensure_artifact",
-    "triton_cdk.artifact_build.gpu_regions",
-]
-# Not listed: triton_cdk.artifact_keys, triton_cdk.promotion and triton_cdk.artifact_build.requests map the
-# app's `AppConfig` / `EndpointSettings` to artifacts (they type their input with the config schema).
+CONFIG_PACKAGE = "triton_cdk.config"  # the app's config schema, kept in the library's folder for now
+
+
+def _is_app_module(name: str) -> bool:
+    return name in ("stacks", CONFIG_PACKAGE) or name.startswith(("stacks.", f"{CONFIG_PACKAGE}."))
+
+
+def _library_modules() -> list[str]:
+    """Every module and package under triton_cdk/ (found on disk, nothing imported) but the config package."""
+    found = ["triton_cdk"]
+
+    def walk(folder: Path, package: str) -> None:
+        for info in pkgutil.iter_modules([str(folder)], prefix=f"{package}."):
+            if _is_app_module(info.name):
+                continue
+            found.append(info.name)
+            if info.ispkg:
+                walk(folder / info.name.rpartition(".")[2], info.name)
+
+    walk(ROOT / "triton_cdk", "triton_cdk")
+    return found
+
+
+LIBRARY_MODULES = _library_modules()
+
+# One interpreter imports each module in turn; before each import it forgets every module of this project
+# (third-party ones such as aws_cdk stay loaded), so each import loads its project imports afresh, as a
+# process of its own would, at a fraction of the start-up cost.
+PROBE = """
+import importlib, json, sys
+from pathlib import Path
+
+root, prefix = Path(sys.argv[1]), Path(sys.prefix).resolve()
+is_app = lambda name: name in ("stacks", "triton_cdk.config") or name.startswith(("stacks.", "triton_cdk.config."))
+
+def ours(module):
+    file = getattr(module, "__file__", None)
+    path = Path(file).resolve() if file else None
+    return path is not None and path.is_relative_to(root) and not path.is_relative_to(prefix)
+
+loaded = {}
+for name in json.loads(sys.stdin.read()):
+    for cached in [n for n, module in list(sys.modules.items()) if ours(module)]:
+        del sys.modules[cached]
+    try:
+        importlib.import_module(name)
+    except Exception as error:
+        loaded[name] = [f"import failed: {type(error).__name__}: {error}"]
+        continue
+    loaded[name] = sorted(n for n in sys.modules if is_app(n))
+print(json.dumps(loaded))
+"""
+
+
+@pytest.fixture(scope="module")
+def app_modules_loaded() -> dict[str, list[str]]:
+    """Library module -> the app modules (`stacks*`, `triton_cdk.config*`) importing it loaded."""
+    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, str(ROOT.resolve())],
+        cwd=ROOT,
+        input=json.dumps(LIBRARY_MODULES),
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_the_module_list_is_found_not_written():
+    assert {"triton_cdk.serving", "triton_cdk.artifact_build.requests", "triton_cdk.artifact_keys"} <= set(
+        LIBRARY_MODULES
+    )
+    assert not [m for m in LIBRARY_MODULES if _is_app_module(m)]
 
 
 @pytest.mark.parametrize("module", LIBRARY_MODULES)
-def test_library_module_loads_no_app_module(module):
-    probe = (
-        f"import sys, {module}; "
-        "print(sorted(m for m in sys.modules if m == 'stacks' or m.startswith(('stacks.', 'triton_cdk.config'))))"
-    )
-    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
-    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, env=env)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip() == "[]"
+def test_library_module_loads_no_app_module(module, app_modules_loaded):
+    assert app_modules_loaded[module] == []
 
 
 def _imported_modules(path: Path) -> set[str]:
@@ -52,11 +108,16 @@ def _imported_modules(path: Path) -> set[str]:
 
 
 def test_nothing_in_the_library_imports_the_app():
-    """The only arrow goes from the app (`stacks/`) to the library (`triton_cdk/`), never back, also in
-    imports a probe would not load (inside functions, under TYPE_CHECKING)."""
+    """The only arrow goes from the app (`stacks/`, the config schema) to the library (`triton_cdk/`), never back,
+    also in imports a probe would not load (inside functions, under TYPE_CHECKING). The config package itself
+    may import the library, never `stacks/`."""
+    config_folder = ROOT / "triton_cdk" / "config"
     offenders = {
         str(path.relative_to(ROOT)): sorted(
-            m for m in _imported_modules(path) if m == "stacks" or m.startswith("stacks.")
+            m
+            for m in _imported_modules(path)
+            if (m == "stacks" or m.startswith("stacks."))
+            or (not path.is_relative_to(config_folder) and _is_app_module(m))
         )
         for path in sorted((ROOT / "triton_cdk").rglob("*.py"))
     }

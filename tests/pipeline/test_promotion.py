@@ -6,11 +6,11 @@ import pytest
 from synth_helpers import new_app
 
 from stacks.pipeline_stack import PipelineStack
+from stacks.promotion import PromotionError, check_promotion, promotion_problems
 from stacks.stage_plan import plan_stage
 from triton_cdk.config import AppConfig, load_stage
 from triton_cdk.config.loader import PROJECT_ROOT
 from triton_cdk.config.pipeline import load_pipeline_config
-from triton_cdk.promotion import PromotionError, check_promotion, promotion_problems
 
 DEV = load_stage("dev")
 PROD = load_stage("prod")

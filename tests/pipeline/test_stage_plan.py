@@ -9,14 +9,14 @@ import pytest
 from synth_helpers import new_app
 
 import stacks.stage_plan
+from stacks.artifact_plan import endpoint_artifacts
 from stacks.pipeline_stack import add_pipeline_stack
 from stacks.pipeline_steps import smoke_plan
+from stacks.promotion import collect_stage_artifacts
 from stacks.stage_plan import plan_stage
-from triton_cdk.artifact_keys import endpoint_artifacts
 from triton_cdk.config import load_stage
 from triton_cdk.config.loader import PROJECT_ROOT
 from triton_cdk.config.pipeline import load_pipeline
-from triton_cdk.promotion import collect_stage_artifacts
 
 
 def test_the_plan_holds_what_the_promotion_check_computes():
@@ -51,16 +51,16 @@ def test_the_pipeline_plans_each_stage_once(monkeypatch: pytest.MonkeyPatch):
 
 
 def _computes_endpoint_artifacts(path) -> bool:
-    """Imports `endpoint_artifacts` from the key mapping (calls through the plan's accessor only read)."""
+    """Imports `endpoint_artifacts` from stacks/artifact_plan.py (calls through the plan's accessor only read)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.ImportFrom)
-            and node.module == "triton_cdk.artifact_keys"
+            and node.module == "stacks.artifact_plan"
             and any(alias.name == "endpoint_artifacts" for alias in node.names)
         ):
             return True
-        if isinstance(node, ast.Import) and any(alias.name == "triton_cdk.artifact_keys" for alias in node.names):
+        if isinstance(node, ast.Import) and any(alias.name == "stacks.artifact_plan" for alias in node.names):
             return True
     return False
 

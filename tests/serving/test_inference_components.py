@@ -27,7 +27,7 @@ from serving_helpers import PROJECT_ROOT, write_config
 from synth_helpers import Synthesized, new_app, synth_stage
 
 from model_build.catalogue import instance_type
-from triton_cdk.artifact_keys import endpoint_artifacts
+from stacks.artifact_plan import endpoint_artifacts
 from triton_cdk.config import ConfigError, load_config, load_stage
 from triton_cdk.serving import TritonModel, TritonModelData, component_sizing
 from triton_cdk.serving.component_scaling import CopyScalingSettings, TritonComponentScaling

@@ -73,11 +73,11 @@ def artifact_requests(endpoints: Sequence[EndpointArtifacts]) -> list[ArtifactRe
             for composing in artifact.with_composing()[:-1]:
                 requests.setdefault(composing.key, ArtifactRequest(composing))
             request = requests.setdefault(artifact.key, ArtifactRequest(artifact))
-            if located.endpoint.mode == "multi_model":
+            if located.multi_model:
                 target = f"{located.multi_model_prefix}{artifact.model.name}.tar.gz"
                 if target not in request.copy_to:
                     request.copy_to.append(target)
-            if located.endpoint.uncompressed_model_data:
+            if located.uncompressed:
                 request.uncompressed = True
     return list(requests.values())
 

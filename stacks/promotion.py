@@ -6,7 +6,8 @@ resources only copy from the source stage's bucket), so every key it needs must 
 stage produces; otherwise synth fails here, naming the model and what differs.
 
 The artifacts come in already computed (the app's stage plan, stacks/stage_plan.py: `collect_stage_artifacts`
-over each stage's endpoint artifacts): nothing here hashes a model source again.
+over each stage's endpoint artifacts): nothing here hashes a model source again. Part of the app, not the
+construct library: it reads and names the stages' configs.
 """
 
 from __future__ import annotations

@@ -1,0 +1,54 @@
+"""The one mapping from the app's config to the library's artifact values (triton_cdk.artifact_keys).
+
+Read through the stage plan (stacks/stage_plan.py), which calls it once per endpoint and stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from model_build.catalogue import instance_type
+from model_build.key import PORTABLE_TARGET, artifact_digest, ensemble_source, source_fingerprint
+from model_build.matching import match_build
+from model_build.settings import ModelSettings
+from triton_cdk.artifact_keys import EndpointArtifacts, ModelArtifact
+from triton_cdk.config import AppConfig
+from triton_cdk.config.endpoint import EndpointSettings
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannedEndpoint(EndpointArtifacts):
+    """An endpoint's artifacts with the settings they were planned from (the endpoint stack reads both)."""
+
+    endpoint: EndpointSettings
+
+
+def model_artifact(config: AppConfig, model: ModelSettings, instance_type_name: str, base_dir: Path) -> ModelArtifact:
+    if model.is_ensemble:
+        # Composing models are built for the endpoint's instance like any model it serves; the ensemble's key
+        # covers their digests, since its archive holds their folders (model_build.key.ensemble_source).
+        composing = tuple(
+            model_artifact(config, config.model(name), instance_type_name, base_dir) for name in model.composing_models
+        )
+        source = ensemble_source({artifact.model.name: artifact.digest for artifact in composing})
+        digest = artifact_digest(model, source=source, triton_release=config.triton_release, gpu_target=PORTABLE_TARGET)
+        return ModelArtifact(model=model, digest=digest, source=source, build_plan=None, composing=composing)
+    plan = None
+    if model.needs_gpu_build:
+        plan = match_build(instance_type(instance_type_name), config.triton_release, config.build.fleet)
+    source = source_fingerprint(model.source, base_dir)
+    gpu_target = plan.gpu_target if plan else PORTABLE_TARGET
+    digest = artifact_digest(model, source=source, triton_release=config.triton_release, gpu_target=gpu_target)
+    return ModelArtifact(model=model, digest=digest, source=source, build_plan=plan)
+
+
+def endpoint_artifacts(config: AppConfig, endpoint: EndpointSettings, base_dir: Path) -> PlannedEndpoint:
+    """`base_dir`: the folder model source paths in `config` are relative to."""
+    models = [model_artifact(config, config.model(name), endpoint.instance_type, base_dir) for name in endpoint.models]
+    return PlannedEndpoint(
+        endpoint=endpoint,
+        models=models,
+        multi_model=endpoint.mode == "multi_model",
+        uncompressed=endpoint.uncompressed_model_data,
+    )
