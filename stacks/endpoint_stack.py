@@ -25,6 +25,7 @@ from triton_cdk.config.endpoint import (
     component_name,
     component_requirements,
 )
+from triton_cdk.config.loader import PROJECT_ROOT
 from triton_cdk.images import TritonImageLookup
 from triton_cdk.nag import acknowledge
 from triton_cdk.notifications import NotificationTopic
@@ -53,6 +54,8 @@ from triton_cdk.serving.monitoring import AlarmThresholds, VariantHardware
 from triton_cdk.serving.triton_model import ModelVpc
 
 DATA_CAPTURE_PREFIX = "data-capture/"
+# The instance-type guard's Lambda handler (README: `lambda/` is not a package, each function a plain folder).
+INSTANCE_TYPE_GUARD_HANDLER_DIR = PROJECT_ROOT / "lambda" / "instance_type_guard"
 
 
 def model_data_of(artifact: ModelArtifact, artifacts: ArtifactStack) -> TritonModelData:
@@ -274,6 +277,7 @@ class EndpointStack(cdk.Stack):
             endpoint_name=endpoint_name,
             variants={v.name: v.instance_type for v in variants},
             autoscaled=[v.name for v in variants] if settings.autoscaling else [],
+            handler_dir=INSTANCE_TYPE_GUARD_HANDLER_DIR,
             log_key=self.notifications.key,
         )
         self.endpoint.resource.node.add_dependency(self.instance_type_guard.resource)
@@ -396,6 +400,7 @@ class EndpointStack(cdk.Stack):
             endpoint_name=endpoint_name,
             variants={settings.variant_name: settings.instance_type},
             autoscaled=[],
+            handler_dir=INSTANCE_TYPE_GUARD_HANDLER_DIR,
             log_key=self.notifications.key,
         )
         self.endpoint.resource.node.add_dependency(self.instance_type_guard.resource)

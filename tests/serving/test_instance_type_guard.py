@@ -125,3 +125,20 @@ def test_the_endpoint_waits_for_the_guard(dev):
 def test_the_inline_handler_fits_cloudformation():
     """AWS::Lambda::Function Code.ZipFile: at most 4096 characters (CloudFormation template reference)."""
     assert len(HANDLER.read_text()) <= 4096
+
+
+def test_the_construct_inlines_the_handler_the_app_names(tmp_path):
+    """The library finds no file on its own: the handler comes from the `handler_dir` prop."""
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+    from synth_helpers import new_app
+
+    from triton_cdk.serving.instance_type_guard import InstanceTypeGuard
+
+    (tmp_path / "index.py").write_text("def handler(event, context):\n    return None\n")
+    stack = cdk.Stack(new_app(), "Guard")
+    InstanceTypeGuard(
+        stack, "Guard", endpoint_name="ep", variants={"AllTraffic": "ml.g5.xlarge"}, autoscaled=[], handler_dir=tmp_path
+    )
+    (function,) = Template.from_stack(stack).find_resources("AWS::Lambda::Function").values()
+    assert function["Properties"]["Code"]["ZipFile"] == (tmp_path / "index.py").read_text()

@@ -4,8 +4,9 @@ SageMaker "Update endpoints that use auto scaling": changing the instance type o
 scalable target (or removing such a variant) fails; the variant has to be deregistered first, updated,
 and registered again. One CloudFormation update cannot do that in order (the scalable target is
 deregistered only in the clean-up phase, after the endpoint update), so the endpoint depends on this
-custom resource: its handler (lambda/instance_type_guard/index.py) compares the previous and the new
-variants and fails the update before the endpoint is touched, naming the three-deploy procedure.
+custom resource: its handler (`index.py` in the folder the `handler_dir` prop names; this app ships
+lambda/instance_type_guard/) compares the previous and the new variants and fails the update before the
+endpoint is touched, naming the three-deploy procedure.
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from constructs import Construct
 
 from triton_cdk.guard import acknowledge_guard
 
-HANDLER = Path(__file__).resolve().parents[2] / "lambda" / "instance_type_guard" / "index.py"
 RESOURCE_TYPE = "Custom::TritonInstanceTypeGuard"
 
 
 class InstanceTypeGuard(Construct):
     """Props: endpoint_name; variants (name -> instance type); autoscaled (names of scaled variants);
+    handler_dir: the folder holding the handler's `index.py` (`handler`), inlined into the template (it uses
+    only the standard library). No default: the library does not guess where the app keeps its sources (this
+    app: lambda/instance_type_guard/, passed by stacks/endpoint_stack.py);
     log_key: a key of this stack that encrypts the handler's log group. Default: - CloudWatch Logs' own keys.
 
     Create it whether or not the endpoint is autoscaled now: the previous deployment's autoscaling is
@@ -42,6 +45,7 @@ class InstanceTypeGuard(Construct):
         endpoint_name: str,
         variants: Mapping[str, str],
         autoscaled: Sequence[str],
+        handler_dir: Path,
         log_key: kms.Key | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -62,7 +66,7 @@ class InstanceTypeGuard(Construct):
             "Handler",
             runtime=lambda_.Runtime.PYTHON_3_14,
             handler="index.handler",
-            code=lambda_.Code.from_inline(HANDLER.read_text()),
+            code=lambda_.Code.from_inline((handler_dir / "index.py").read_text()),
             timeout=cdk.Duration.seconds(60),
             role=role,
             log_group=log_group,
