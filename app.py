@@ -3,9 +3,12 @@
 `cdk synth -c pipeline=true` synthesizes the promotion pipeline (config/pipeline.yaml) and, inside it,
 every stage it deploys. A stage never reads the pipeline's file, so a stage deploys without one.
 
-The environment is read here only; constructs get everything through props.
+The environment is read here only; constructs get everything through props. Run without the CDK CLI
+(`python app.py`), it reads cdk.json's context itself, so the feature flags are the same as `cdk synth`'s.
 """
 
+import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -17,9 +20,17 @@ from stacks.promotion import PromotionError
 from triton_cdk.config import ConfigError, load_stage
 from triton_cdk.config.loader import CONFIG_DIR
 
+CDK_JSON = Path(__file__).resolve().with_name("cdk.json")
+
+
+def cli_context() -> dict:
+    """cdk.json's context unless the CDK CLI passed it (it does, in CDK_CONTEXT_JSON, with any -c values)."""
+    return {} if "CDK_CONTEXT_JSON" in os.environ else json.loads(CDK_JSON.read_text())["context"]
+
 
 def main() -> None:
-    context = cdk.App().node
+    defaults = cli_context()
+    context = cdk.App(context=defaults).node
     stage = context.try_get_context("stage") or "dev"
     config_dir = context.try_get_context("config_dir") or CONFIG_DIR
     try:
@@ -33,11 +44,11 @@ def main() -> None:
             from stacks.app_factory import create_pipeline_app
             from triton_cdk.config.pipeline import load_pipeline
 
-            app, _ = create_pipeline_app(*load_pipeline(config_dir / "pipeline.yaml", config_dir))
+            app, _ = create_pipeline_app(*load_pipeline(config_dir / "pipeline.yaml", config_dir), context=defaults)
         else:
             config = load_stage(stage, config_dir)
             source = load_stage(config.promote_from, config_dir) if config.promote_from else None
-            app, _ = create_app(config, promotion_source=source)
+            app, _ = create_app(config, promotion_source=source, context=defaults)
     except (ConfigError, PromotionError) as error:
         # Refused before anything is synthesized: nothing is written to cdk.out.
         print(f"ERROR: invalid configuration\n{error}", file=sys.stderr)

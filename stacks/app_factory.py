@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import aws_cdk as cdk
 
-from stacks.pipeline_stack import PipelineStack, add_pipeline_stack
 from stacks.stage import StageStacks, add_stage_stacks
 from triton_cdk.config import AppConfig
-from triton_cdk.config.pipeline import PipelineConfig
 from triton_cdk.nag import enable_checks
+
+if TYPE_CHECKING:
+    from stacks.pipeline_stack import PipelineStack
+    from triton_cdk.config.pipeline import PipelineConfig
 
 
 def create_pipeline_app(
     pipeline_config: PipelineConfig, stage_configs: dict[str, AppConfig], **app_kwargs
 ) -> tuple[cdk.App, PipelineStack]:
     """The pipeline stack alone: its stages' stacks are synthesized inside it, as the pipeline deploys them."""
+    # Imported here: a stage's synth (app.py's common case) never loads CDK Pipelines or the pipeline's stacks.
+    from stacks.pipeline_stack import add_pipeline_stack
+
     app = cdk.App(**app_kwargs)
     pipeline_stack = add_pipeline_stack(app, pipeline_config, stage_configs)
     enable_checks(app)
