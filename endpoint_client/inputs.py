@@ -9,12 +9,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import stat
 import zipfile
+import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 from tritonclient.utils import triton_to_np_dtype
@@ -140,41 +142,129 @@ def _parse_values(items: list[str], dtype: np.dtype, where: str, datatype: str) 
             if wrong:
                 raise InvalidInputError(f"{where}: {wrong[0]} is outside {datatype}'s range {info.min}..{info.max}")
             return np.array(numbers, dtype=dtype)
-        return np.array(items).astype(dtype)
+        return fitting_floats(np.array([float(v) for v in items], dtype=np.float64), dtype, where, datatype, items)
     except (ValueError, OverflowError) as error:
         if isinstance(error, InvalidInputError):
             raise
         raise InvalidInputError(f"{where}: values {','.join(items)[:200]!r} are not all {datatype} numbers") from None
 
 
-def load_array_file(spec: str) -> dict[str, np.ndarray]:
-    """`NAME=path.npy` -> {NAME: array}; `path.npz` -> every array in the archive, by key."""
-    if spec.endswith(".npz") and "=" not in spec:
-        path = Path(spec)
-        regular_file(path, str(path), MAX_ARRAY_FILE_BYTES)
-        try:
-            with zipfile.ZipFile(path) as zipped:  # its members' real sizes, before numpy inflates them
-                inflated = sum(member.file_size for member in zipped.infolist())
+def _npy_header(stream: BinaryIO, size: int, where: str) -> int:
+    """Read a .npy header (`stream` at its start, `size` bytes in all) and check what it declares against the
+    bytes present and the payload limit, before numpy allocates anything: a 128-byte file declaring shape
+    (10**10,) made np.load allocate 37 GiB (review M8). Returns the bytes the array takes."""
+    try:
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
+        else:  # 3.0: UTF-8 field names of a structured dtype, which no Triton datatype is
+            raise InvalidInputError(
+                f"{where}: .npy format version {version[0]}.{version[1]} (UTF-8 field names) is not supported"
+            )
+    except (ValueError, EOFError, SyntaxError, TypeError) as error:
+        if isinstance(error, InvalidInputError):
+            raise
+        raise InvalidInputError(f"{where} is not a readable .npy file ({error})") from None
+    if dtype.hasobject:
+        raise InvalidInputError(f"{where}: an array of Python objects ({dtype}) cannot be read without pickle")
+    _check_shape(list(shape), where)
+    declared = math.prod(shape) * dtype.itemsize
+    present = size - stream.tell()
+    if declared > MAX_PAYLOAD_BYTES:
+        raise InvalidInputError(
+            f"{where}: its header declares shape {shape} of {dtype} ({declared} bytes); a request carries at most "
+            f"{MAX_PAYLOAD_BYTES} bytes (SageMaker's limit)"
+        )
+    if declared > present:
+        raise InvalidInputError(
+            f"{where}: its header declares shape {shape} of {dtype} ({declared} bytes) but only {present} bytes "
+            "follow it (a truncated or forged file)"
+        )
+    return declared
+
+
+def _load_npy(data: bytes, where: str) -> np.ndarray:
+    """One .npy file's bytes -> its array, header checked first."""
+    _npy_header(io.BytesIO(data), len(data), where)
+    try:
+        return np.load(io.BytesIO(data), allow_pickle=False)
+    except MemoryError:
+        raise InvalidInputError(f"{where}: not enough memory to load it") from None
+    except (OSError, ValueError, EOFError) as error:
+        raise InvalidInputError(f"{where} is not a readable .npy file ({error})") from None
+
+
+def _load_npz(data: bytes, path: Path) -> dict[str, np.ndarray]:
+    """Every array of a .npz: the members' real sizes (the zip directory) and each member's header (against
+    the bytes it really holds) are checked, and what the headers declare in all against the payload limit,
+    before numpy allocates any array (review finding 12 and M8)."""
+    members: dict[str, tuple[bytes, str]] = {}
+    declared = 0
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zipped:
+            inflated = sum(member.file_size for member in zipped.infolist())
             if inflated > MAX_ARRAY_FILE_BYTES:
                 raise InvalidInputError(
                     f"{path}: its arrays take {inflated} bytes; more than a request of {MAX_PAYLOAD_BYTES} bytes "
                     "(SageMaker's limit) can carry"
                 )
-            with np.load(path, allow_pickle=False) as archive:
-                return {key: archive[key] for key in archive.files}
-        except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
-            if isinstance(error, InvalidInputError):
-                raise
-            raise InvalidInputError(f"{path}: not a readable .npz file ({error})") from error
+            for member in zipped.infolist():
+                where = f"{path}: member {member.filename[:100]!r}"
+                key = member.filename.removesuffix(".npy")
+                if key == member.filename:
+                    raise InvalidInputError(f"{where} is not a .npy array")
+                if key in members:
+                    raise InvalidInputError(f"{where} is in the archive twice")
+                raw = zipped.read(member)  # no more than its file_size: zipfile stops there
+                declared += _npy_header(io.BytesIO(raw), len(raw), where)
+                members[key] = (raw, where)
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, zlib.error) as error:
+        if isinstance(error, InvalidInputError):
+            raise
+        raise InvalidInputError(f"{path}: not a readable .npz file ({error})") from None
+    if declared > MAX_PAYLOAD_BYTES:
+        raise InvalidInputError(
+            f"{path}: its arrays take {declared} bytes; more than a request of {MAX_PAYLOAD_BYTES} bytes "
+            "(SageMaker's limit) can carry"
+        )
+    return {key: _load_npy(raw, where) for key, (raw, where) in members.items()}
+
+
+_INFINITY_WORDS = ("inf", "+inf", "-inf", "infinity", "+infinity", "-infinity")
+
+
+def fitting_floats(
+    values: np.ndarray, dtype: np.dtype, where: str, datatype: str, written: list[str] | None = None
+) -> np.ndarray:
+    """`values` (float64) as `dtype`; a value that the type cannot hold is refused, not made infinite (review
+    LOW12: FP16 1e10 became inf with a RuntimeWarning). Infinity and NaN written as such are kept."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        converted = values.astype(dtype)
+    overflowed = np.isinf(converted) & ~np.isinf(values)
+    if written is not None:  # a literal beyond float64 (1e400) is already infinite: only "inf" may be
+        overflowed |= np.isinf(values) & np.array([v.strip().lower() not in _INFINITY_WORDS for v in written])
+    if overflowed.any():
+        index = int(np.argmax(overflowed))
+        value = written[index] if written is not None else repr(float(values.flat[index]))
+        limit = f"{float(np.finfo(dtype).max):.8g}"  # 65504, 3.4028235e+38, 1.7976931e+308
+        raise InvalidInputError(f"{where}: {value} is outside {datatype}'s range -{limit}..{limit}")
+    return converted
+
+
+def load_array_file(spec: str) -> dict[str, np.ndarray]:
+    """`NAME=path.npy` -> {NAME: array}; `path.npz` -> every array in the archive, by key. The file is read
+    once, bounded; each array's header is checked before numpy allocates it."""
+    if spec.endswith(".npz") and "=" not in spec:
+        path = Path(spec)
+        return _load_npz(read_bounded(path, str(path), MAX_ARRAY_FILE_BYTES), path)
     name, path_text = _split_name(spec, "INPUT0=input0.npy, or inputs.npz")
     path = Path(path_text)
     if path.suffix != ".npy":
         raise InvalidInputError(f"input {name!r}: {path} is not a .npy file (use NAME=file.npy, or a .npz alone)")
-    regular_file(path, f"input {name!r}", MAX_ARRAY_FILE_BYTES)
-    try:
-        return {name: np.load(path, allow_pickle=False)}
-    except (OSError, ValueError) as error:
-        raise InvalidInputError(f"input {name!r}: {path} is not a readable .npy file ({error})") from error
+    data = read_bounded(path, f"input {name!r}", MAX_ARRAY_FILE_BYTES)
+    return {name: _load_npy(data, f"input {name!r}: {path}")}
 
 
 def inputs_from_v2_json(document: Any, where: str) -> dict[str, np.ndarray]:
@@ -202,21 +292,32 @@ def inputs_from_v2_json(document: Any, where: str) -> dict[str, np.ndarray]:
             flat = np.array(entry["data"], dtype=object).reshape(-1)
             if dtype == np.object_ and not all(isinstance(v, str) for v in flat):
                 raise TypeError("BYTES data are strings")
-            values = (
-                np.array([v.encode() if isinstance(v, str) else v for v in flat], dtype=object)
-                if dtype == np.object_
-                else flat.astype(dtype)
-            )
-        except (TypeError, ValueError, OverflowError, RecursionError):
+            if dtype == np.object_:
+                values = np.array([v.encode() if isinstance(v, str) else v for v in flat], dtype=object)
+            elif dtype.kind == "f":
+                values = fitting_floats(flat.astype(np.float64), dtype, label, entry["datatype"].upper())
+            else:
+                values = flat.astype(dtype)
+        except (TypeError, ValueError, OverflowError, RecursionError) as error:
+            if isinstance(error, InvalidInputError):
+                raise
             raise InvalidInputError(f"{label}: data are not all {entry['datatype']} values") from None
         tensors[entry["name"]] = _reshape(values, shape, label)
     return tensors
 
 
+def _finite_json_number(text: str) -> float:
+    """A JSON number beyond float64 (1e400) is refused rather than read as infinity."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:50]} is too large for a double")
+    return value
+
+
 def load_v2_json_file(path: Path) -> dict[str, np.ndarray]:
     text = read_bounded(path, str(path), MAX_JSON_FILE_BYTES)
     try:
-        document = json.loads(text)
+        document = json.loads(text, parse_float=_finite_json_number)
     except ValueError as error:  # UnicodeDecodeError included
         raise InvalidInputError(f"{path}: not valid JSON ({error})") from error
     except RecursionError:
