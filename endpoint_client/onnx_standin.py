@@ -92,7 +92,7 @@ def substitute_models(repository: Path) -> list[Substitution]:
             continue
         model_file, versions = _onnx_file(folder, config, platform)
         for version in versions:
-            shutil.copyfile(RUNNER, version / "model.py")
+            _write_runner(repository, folder, version / "model.py")
         config.platform = ""
         config.backend = "python"
         config.default_model_filename = ""
@@ -101,9 +101,31 @@ def substitute_models(repository: Path) -> list[Substitution]:
         for group in config.instance_group:
             group.kind = mc.ModelInstanceGroup.Kind.KIND_CPU
             del group.gpus[:]
-        config_path.write_text(text_format.MessageToString(config), encoding="utf-8")
+        try:
+            config_path.write_text(text_format.MessageToString(config), encoding="utf-8")
+        except OSError as error:
+            raise LocalEndpointError(
+                f"model {folder.name!r}: cannot rewrite {config_path.relative_to(repository)} ({error.strerror})"
+            ) from None
         substituted.append(Substitution(folder.name, platform))
     return substituted
+
+
+def _write_runner(repository: Path, folder: Path, target: Path) -> None:
+    """Put the stand-in's model.py at `target`, refusing what an archive may hold there instead of a file: a
+    folder was an IsADirectoryError traceback (review LOW2), and a link would be written through."""
+    shown = target.relative_to(repository)
+    if target.is_symlink() or (target.exists() and not target.is_file()):
+        kind = "a link" if target.is_symlink() else "a folder" if target.is_dir() else "not a regular file"
+        raise LocalEndpointError(
+            f"model {folder.name!r}: {shown} in the archive is {kind}, where the local endpoint writes the "
+            f"model.py of the ONNX Runtime stand-in that runs {folder.name!r}; remove it from the model folder "
+            "(the model's ONNX file is all the stand-in needs)"
+        )
+    try:
+        shutil.copyfile(RUNNER, target)
+    except OSError as error:
+        raise LocalEndpointError(f"model {folder.name!r}: cannot write {shown} ({error.strerror})") from None
 
 
 def substitute_onnx_models(repository: Path) -> list[str]:
