@@ -11,6 +11,10 @@ Routes, as Triton's SageMaker service serves them (triton-inference-server/serve
 - Multi-model only: `GET /models`, `GET /models/<name>`, `POST /models` {"model_name", "url"},
   `POST /models/<name>/invoke`, `DELETE /models/<name>` (model_registry.py).
 
+Connections: at most MAX_CONNECTIONS at once, a thread each; beyond them a few more are answered 503 (after
+their body is drained, so the client reads it rather than a reset) and the rest wait in the listen backlog;
+a connection with no request under way is closed after IDLE_CONNECTION_TIMEOUT_SECONDS (FrontServer).
+
 Before anything reaches Triton: bodies above SageMaker's payload limit are refused unread (413), a body
 without Content-Length is refused (411), a request not fully received within
 REQUEST_READ_DEADLINE_SECONDS is dropped, and invocations pass request_check.py (repeated JSON keys,
@@ -18,7 +22,8 @@ mistyped parameters and sizes that do not match the bytes sent are 400s). Triton
 further than SageMaker's payload limit. Statuses: an
 invocation keeps Triton's own status on /invocations, as Triton's SageMaker service does; a
 multi-model invocation answers Triton's errors with 400 (507 for out of memory), as that service's
-multi-model path does. Every refusal is JSON `{"error": "..."}`, like Triton's.
+multi-model path does. Every refusal is JSON `{"error": "..."}`, like Triton's; a failure of the endpoint
+itself (a file it cannot write) is a JSON 500, never a dropped connection.
 """
 
 from __future__ import annotations
@@ -28,17 +33,24 @@ import ipaddress
 import json
 import re
 import socket
+import sys
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from endpoint_client.limits import (
     CLIENT_SOCKET_TIMEOUT_SECONDS,
+    IDLE_CONNECTION_TIMEOUT_SECONDS,
     INVOCATION_TIMEOUT_SECONDS,
+    LISTEN_BACKLOG,
     MAX_CONCURRENT_REQUESTS,
+    MAX_CONNECTIONS,
     MAX_CONTROL_BODY_BYTES,
     MAX_PAYLOAD_BYTES,
+    MAX_REFUSING_CONNECTIONS,
+    REFUSAL_DEADLINE_SECONDS,
     REQUEST_READ_DEADLINE_SECONDS,
 )
 from endpoint_client.model_registry import ModelRegistry
@@ -108,6 +120,10 @@ class SageMakerAPI:
             return Reply.error(refused.status, refused.message)
         except TritonUnavailable as error:
             return Reply.error(502, f"the local Triton server is not answering: {error}")
+        except OSError as error:  # a file the endpoint could not write or read (review M7): a 500, not a hang-up
+            return Reply.error(500, f"{method} {path[:200]} failed on the local endpoint: {_describe(error)}")
+        except Exception as error:  # anything else: still an answer, never a dropped connection
+            return Reply.error(500, f"{method} {path[:200]} failed on the local endpoint: {_describe(error)}")
 
     def _route(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
         if path == "/ping":
@@ -223,6 +239,13 @@ class SageMakerAPI:
         return Reply(status, reply, content_type)
 
 
+def _describe(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        where = f": {error.filename}" if error.filename else ""
+        return f"{type(error).__name__}: {error.strerror}{where}"
+    return f"{type(error).__name__}: {str(error)[:500]}"
+
+
 def _allow(method: str, allowed: str) -> None:
     if method != allowed:
         raise RequestRefused(405, f"{method} is not allowed here; use {allowed}")
@@ -239,40 +262,137 @@ def _json_object(body: bytes, shape: str) -> dict:
 
 
 class FrontServer(ThreadingHTTPServer):
-    """ThreadingHTTPServer bound to one address (IPv4 or IPv6 literal), at most N requests at a time."""
+    """ThreadingHTTPServer bound to one address (IPv4 or IPv6 literal), with bounded connections and requests.
+
+    At most `max_connections` connections are served at once, a thread each, and at most
+    MAX_CONCURRENT_REQUESTS requests among them. Beyond `max_connections`, up to `max_refusing` more get a
+    short-lived thread that reads the request, drains its declared body (up to the payload limit) and answers
+    503 with Connection: close, so the client reads the refusal rather than a TCP reset. Beyond both the
+    front accepts nothing until a connection ends: new ones wait in the listen backlog (LISTEN_BACKLOG).
+    A connection with no request under way is closed after `idle_timeout` seconds (review LOW11).
+    """
 
     daemon_threads = True
     block_on_close = False
+    request_queue_size = LISTEN_BACKLOG  # socketserver's default, 5, made 400 connections take 53 s to open
 
-    def __init__(self, host: str, port: int, api: SageMakerAPI | None = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        api: SageMakerAPI | None = None,
+        *,
+        max_connections: int = MAX_CONNECTIONS,
+        max_refusing: int = MAX_REFUSING_CONNECTIONS,
+        idle_timeout: float = IDLE_CONNECTION_TIMEOUT_SECONDS,
+    ) -> None:
         """Binds at once; `api` may be set later, before serve_forever()."""
         self.address_family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
         self.api = api
         self.slots = threading.BoundedSemaphore(MAX_CONCURRENT_REQUESTS)
+        self.max_connections = max_connections
+        self.connections = threading.BoundedSemaphore(max_connections)
+        self.refusing = threading.BoundedSemaphore(max_refusing)
+        self.idle_timeout = idle_timeout
+        self._closing = threading.Event()
         super().__init__((host, port), _Handler)
+
+    def process_request(self, request: socket.socket, client_address: Any) -> None:  # type: ignore[override]
+        """In the accept loop: a served or a refusing slot for the connection (waiting for one to free while
+        both are taken, which leaves further connections in the backlog), then its thread."""
+        slot = self._connection_slot()
+        if slot is None:  # the front is closing
+            self.shutdown_request(request)
+            return
+        thread = threading.Thread(
+            target=self._connection,
+            args=(request, client_address, slot),
+            name="local-endpoint-connection",
+            daemon=True,
+        )
+        try:
+            thread.start()
+        except RuntimeError:  # no thread can be started: drop this one connection, keep serving
+            slot.release()
+            self.shutdown_request(request)
+
+    def _connection_slot(self) -> threading.BoundedSemaphore | None:
+        while not self._closing.is_set():
+            if self.connections.acquire(blocking=False):
+                return self.connections
+            if self.refusing.acquire(timeout=0.05):
+                return self.refusing
+        return None
+
+    def _connection(self, request: socket.socket, client_address: Any, slot: threading.BoundedSemaphore) -> None:
+        try:
+            _Handler(request, client_address, self, overloaded=slot is self.refusing)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            slot.release()
+            self.shutdown_request(request)
+
+    def handle_error(self, request: object, client_address: Any) -> None:
+        """One line on stderr, not socketserver's traceback."""
+        error = sys.exc_info()[1]
+        print(f"local endpoint: a connection from {client_address[0]} failed: {_describe(error)}", file=sys.stderr)
+
+    def shutdown(self) -> None:
+        self._closing.set()  # an accept loop waiting for a free slot stops waiting
+        super().shutdown()
+
+    def server_close(self) -> None:
+        self._closing.set()
+        super().server_close()
 
 
 class _Handler(BaseHTTPRequestHandler):
-    """One connection. The socket timeout bounds each read; a watchdog bounds the whole request (request
-    line, headers and body) to REQUEST_READ_DEADLINE_SECONDS, so a client that sends a byte now and then
-    cannot hold a request slot (review finding 9)."""
+    """One connection. It waits at most the server's idle timeout for each request to begin; from its first
+    byte the socket timeout bounds each read and a watchdog the whole request (request line, headers and
+    body) to REQUEST_READ_DEADLINE_SECONDS, so a client that sends a byte now and then cannot hold a request
+    slot (review finding 9). An `overloaded` connection (beyond the server's most) gets 503 to its request."""
 
     server: FrontServer
     protocol_version = "HTTP/1.1"
     timeout = CLIENT_SOCKET_TIMEOUT_SECONDS
 
+    def __init__(
+        self, request: socket.socket, client_address: Any, server: FrontServer, *, overloaded: bool = False
+    ) -> None:
+        self.overloaded = overloaded
+        self._reading = False
+        self._watchdog: threading.Timer | None = None
+        super().__init__(request, client_address, server)
+
     def handle_one_request(self) -> None:
-        self._reading = True
-        watchdog = threading.Timer(REQUEST_READ_DEADLINE_SECONDS, self._reading_too_long)
-        watchdog.daemon = True
-        self._watchdog = watchdog
-        watchdog.start()
         try:
+            if not self._request_begins():
+                self.close_connection = True  # idle past the timeout, or closed by the client
+                return
+            self._reading = True
+            deadline = REFUSAL_DEADLINE_SECONDS if self.overloaded else REQUEST_READ_DEADLINE_SECONDS
+            self._watchdog = threading.Timer(deadline, self._reading_too_long)
+            self._watchdog.daemon = True
+            self._watchdog.start()
             super().handle_one_request()
         except (BrokenPipeError, ConnectionResetError, TimeoutError):
             self.close_connection = True  # the client went away: nothing to answer, no traceback
         finally:
-            watchdog.cancel()
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+                self._watchdog = None
+
+    def _request_begins(self) -> bool:
+        """Wait up to the idle timeout for the next request's first byte (no watchdog thread meanwhile)."""
+        self.connection.settimeout(self.server.idle_timeout)
+        try:
+            return bool(self.rfile.peek(1))  # type: ignore[attr-defined]
+        except OSError:  # TimeoutError included
+            return False
+        finally:
+            with contextlib.suppress(OSError):
+                self.connection.settimeout(self.timeout)
 
     def _reading_too_long(self) -> None:
         if self._reading:
@@ -281,7 +401,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _done_reading(self) -> None:
         self._reading = False
-        self._watchdog.cancel()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
 
     def do_GET(self) -> None:
         self._serve("GET")
@@ -302,8 +423,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve("HEAD")
 
     def _serve(self, method: str) -> None:
+        if self.overloaded:
+            self._refuse_busy(
+                f"the local endpoint is serving {self.server.max_connections} connections, its most; retry"
+            )
+            return
         if not self.server.slots.acquire(blocking=False):
-            self._send(Reply.error(503, "too many requests at once; retry"), close=True)
+            self._refuse_busy(f"too many requests at once (the local endpoint takes {MAX_CONCURRENT_REQUESTS}); retry")
             return
         try:
             api = self.server.api
@@ -318,6 +444,28 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(api.handle(method, path, headers, body))
         finally:
             self.server.slots.release()
+
+    def _refuse_busy(self, message: str) -> None:
+        """503 and Connection: close, after draining the declared body (up to the payload limit): closing a
+        socket with unread bytes sends a reset, which the client reads instead of the 503 (review LOW11)."""
+        self._drain_body()
+        self._done_reading()
+        reply = Reply.error(503, message)
+        reply.headers["Retry-After"] = "1"
+        self._send(reply, close=True)
+
+    def _drain_body(self) -> None:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            return
+        length_text = self.headers.get("Content-Length", "").strip()
+        if not _DIGITS.fullmatch(length_text) or int(length_text) > MAX_PAYLOAD_BYTES:
+            return  # nothing, or more than any request may be: not read
+        left = int(length_text)
+        while left > 0:
+            chunk = self.rfile.read(min(left, 64 * 1024))
+            if not chunk:
+                return
+            left -= len(chunk)
 
     def _read_body(self, method: str, limit: int) -> tuple[bytes, Reply | None]:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():

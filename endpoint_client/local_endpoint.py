@@ -340,10 +340,11 @@ class LocalEndpoint:
         """Extract `archive` and load it under `name` (on SageMaker: the TargetModel, e.g. "add_sub.tar.gz")."""
         model_dir = self.staging / urllib.parse.quote(name, safe="") / "model"
         extract_archive(archive, model_dir)
-        self.substitutions += substitute_models(model_dir)
+        substitutions = substitute_models(model_dir)
         status, body = json_request("POST", f"{self.url}/models", {"model_name": name, "url": str(model_dir)}, 300)
         if status != 200:
             raise LocalEndpointError(f"loading model {name!r} failed: HTTP {status}: {error_message(body)}")
+        self.substitutions += substitutions  # only what was loaded
 
     def unload_model(self, name: str) -> None:
         status, body = json_request("DELETE", f"{self.url}/models/{urllib.parse.quote(name, safe='')}", None, 300)

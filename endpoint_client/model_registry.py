@@ -79,6 +79,7 @@ class ModelRegistry:
                     507, f"{len(self.models)} models are loaded, the local endpoint's most; unload one first"
                 )
             primary, steps = _model_folders(folder)
+            _check_name_is_free_in_archive(name, primary, steps)
             targets = [(primary, name), *((step, step.name) for step in steps)]
             taken = [target for _, target in targets if (self.repository / target).exists()]
             if taken:
@@ -87,9 +88,9 @@ class ModelRegistry:
                 )
             copied = []
             try:
-                for source, target in targets:
+                for source, target in targets:  # none is there yet (checked above) and no two are alike
+                    copied.append(target)  # before the copy: one that fails half-way is removed too
                     shutil.copytree(source, self.repository / target)
-                    copied.append(target)
                 _rename_config(self.repository / name, name)
                 status, message = self.triton.repository(name, "load", None, timeout=MME_LOAD_TIMEOUT_SECONDS)
                 if status != 200:
@@ -144,6 +145,32 @@ def _model_folders(folder: Path) -> tuple[Path, list[Path]]:
         names = ", ".join(p.name for p in folders)
         raise RequestRefused(400, f"{folder} holds several model folders ({names}) and not exactly one ensemble")
     return ensembles[0], [p for p in folders if p != ensembles[0]]
+
+
+def _check_name_is_free_in_archive(name: str, primary: Path, steps: list[Path]) -> None:
+    """Refuses (409) a TargetModel named like one of the archive's other model folders or one of its
+    ensemble's steps: the ensemble served under a step's name would take that step's folder (the copy
+    failed with FileExistsError and the connection dropped, review M7) and run itself as a step."""
+    clashes = sorted({step.name for step in steps} | set(_ensemble_step_names(primary)))
+    if name in clashes:
+        raise RequestRefused(
+            409,
+            f"model_name {name!r} is also the name of a step of the archive's ensemble {primary.name!r} (its "
+            f"steps: {', '.join(clashes)}, served under their own names beside it); the ensemble cannot be "
+            f"served under a step's name: load the archive under another name (e.g. {primary.name}.tar.gz)",
+        )
+
+
+def _ensemble_step_names(folder: Path) -> list[str]:
+    """The models an ensemble folder's config runs ([] for any other model or an unreadable config)."""
+    if not _is_ensemble(folder):
+        return []
+    config = model_config_pb2.ModelConfig()
+    try:
+        text_format.Parse((folder / "config.pbtxt").read_text(), config)
+    except (OSError, text_format.ParseError, UnicodeDecodeError):
+        return []  # _rename_config refuses it with the parser's message
+    return [step.model_name for step in config.ensemble_scheduling.step]
 
 
 def _is_ensemble(folder: Path) -> bool:

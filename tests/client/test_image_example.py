@@ -42,7 +42,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from endpoint_client.cli import main as endpoint_client
 from endpoint_client.client import EndpointClient
 from endpoint_client.errors import LocalEndpointError
-from endpoint_client.local_endpoint import LocalEndpoint
+from endpoint_client.local_endpoint import LocalEndpoint, extract_archive
 from endpoint_client.onnx_standin import Substitution, substitute_models, substitution_notice
 from endpoint_client.transport import http_request
 from model_build.cli import main as model_build
@@ -372,3 +372,33 @@ def test_a_multi_model_endpoint_loads_the_ensemble_archive_with_its_steps(
         assert json.loads(capsys.readouterr().out)["outputs"]["labels"]["data"] == expected
     finally:
         endpoint.stop()
+
+
+@pytest.mark.triton
+def test_the_ensemble_archive_under_one_of_its_step_names_is_a_409_not_a_dropped_connection(
+    image_archive, triton_env, multi_endpoint, tmp_path
+):
+    """Review M7: `local --multi-model --load image_preprocess=<the ensemble's archive>` was a FileExistsError in
+    the front's thread, an empty reply and "Remote end closed connection". The name is checked against the
+    archive's steps first: a 409 naming the clash, through the command and through POST /models."""
+    command = [sys.executable, "-m", "endpoint_client", "local", "--multi-model", "--port", "0",
+               "--triton-env", str(triton_env), "--env", "SAGEMAKER_TRITON_LOG_VERBOSE=false",
+               "--load", f"image_preprocess={image_archive}"]  # fmt: skip
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and "Remote end closed" not in result.stderr
+    assert "loading model 'image_preprocess' failed: HTTP 409: model_name 'image_preprocess' is also the name " in (
+        result.stderr
+    )
+
+    staged = multi_endpoint.staging / "m7" / "model"
+    extract_archive(image_archive, staged)
+    for step in ("image_preprocess", "image_cnn", "image_postprocess"):
+        status, body, _ = http_request(
+            "POST", f"{multi_endpoint.url}/models", json.dumps({"model_name": step, "url": str(staged)}).encode(),
+            {"Content-Type": "application/json"}, 30,
+        )  # fmt: skip
+        assert status == 409, body
+        assert "step of the archive's ensemble 'image_classifier'" in json.loads(body)["error"]
+    assert multi_endpoint.list_models() == []
+    assert http_request("GET", f"{multi_endpoint.url}/ping", None, {}, timeout=10)[0] == 200
