@@ -29,6 +29,16 @@ class ModelArtifact:
         return self.build_plan.gpu_target if self.build_plan else PORTABLE_TARGET
 
     @property
+    def build_targets(self) -> str:
+        """What the bytes were built for: the GPU target, or for an ensemble its composing models' targets
+        ("sm86", "ampere+sm86", "portable"). An ensemble's key follows those targets (the archive holds their
+        engines), so the same ensemble served on two GPU families is two artifacts with two labels."""
+        if not self.composing:
+            return self.gpu_target
+        built = sorted({a.gpu_target for a in self.with_composing()[:-1] if a.build_plan})
+        return "+".join(built) or PORTABLE_TARGET
+
+    @property
     def key(self) -> str:
         """The single-model archive (model folder at the root); also an MME `<name>.tar.gz`."""
         return model_artifact_key(self.model.name, self.digest)

@@ -206,3 +206,28 @@ def test_an_ensemble_is_not_served_from_uncompressed_model_data():
     document["endpoints"][0]["uncompressed_model_data"] = True
     message = _refusals(document)
     assert "endpoints[0].uncompressed_model_data" in message and "'image_classifier' is an ensemble" in message
+
+
+def test_one_ensemble_on_two_gpu_families_is_two_artifacts():
+    """Review finding: the ensemble's resource id named no build target ("portable"), so the same ensemble
+    served on g5 (its TensorRT step built for sm86) and g6 (built ampere+) gave two keys under one construct id
+    and synth stopped with a traceback. Its id now names the composing targets."""
+    import yaml
+    from synth_helpers import config_folder, synthesize_config
+
+    document = yaml.safe_load((EXAMPLES_CONFIG_DIR / "ensemble.yaml").read_text())
+    second = {**document["endpoints"][0], "name": "triton-ensemble-g6", "instance_type": "ml.g6.xlarge"}
+    document["endpoints"].append(second)
+    folder = config_folder("ensemble-two-families", {"ensemble": document})
+    synth = synthesize_config(load_stage("ensemble", folder))
+    build = synth.template_of("Triton-ensemble-Build")
+    ensembles = {
+        lid: r["Properties"]["Key"]
+        for lid, r in build["Resources"].items()
+        if r["Type"] == "Custom::TritonModelArtifact" and r["Properties"]["ModelName"] == "image_classifier"
+    }
+    assert len(ensembles) == 2 and len(set(ensembles.values())) == 2
+    assert sorted(re.sub(r"[A-F0-9]{8}$", "", lid) for lid in ensembles) == [
+        "EnsureArtifactsimageclassifierampereplus",
+        "EnsureArtifactsimageclassifiersm86",
+    ]

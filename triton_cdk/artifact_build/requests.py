@@ -44,8 +44,9 @@ class ArtifactRequest:
 
     @property
     def construct_id(self) -> str:
-        """Stable across digest changes (a changed model updates the resource, not replaces it)."""
-        return f"{self.artifact.model.name}-{self.artifact.gpu_target.replace('+', 'plus')}"
+        """Stable across digest changes (a changed model updates the resource, not replaces it); one per model
+        and build target, ensembles by their composing models' targets (two artifacts never share an id)."""
+        return f"{self.artifact.model.name}-{self.artifact.build_targets.replace('+', 'plus')}"
 
     @property
     def environment(self) -> str:
