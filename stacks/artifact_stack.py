@@ -29,9 +29,7 @@ class ArtifactStack(cdk.Stack):
         self.store.allow_log_groups(f"Triton-{config.stage}-")
         for account in config.artifacts.reader_accounts:
             self.store.allow_account_read(account)
-        self.execution_role = SageMakerExecutionRole(
-            self, "ExecutionRole", store=self.store, image_repository_arn=images.repository_arn
-        ).role
+        self.execution_role = SageMakerExecutionRole(self, "ExecutionRole", store=self.store, images=images).role
         self.build_role = ModelBuildRole(self, "BuildRole", store=self.store).role
 
         cdk.CfnOutput(self, "ArtifactBucketName", value=self.store.bucket.bucket_name)

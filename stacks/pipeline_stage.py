@@ -14,9 +14,11 @@ from constructs import Construct
 from stacks.artifact_stack import ArtifactStack
 from stacks.stage import StageStacks, add_stage_stacks, stack_prefix
 from stacks.stage_plan import StagePlan
+from triton_cdk.artifacts import ArtifactStore
 from triton_cdk.config import AppConfig
 from triton_cdk.config.endpoint import component_name
 from triton_cdk.nag import add_checks_to_stage
+from triton_cdk.serving import TritonEndpoint, TritonInferenceComponent
 
 
 def smoke_role_name(stage: str, region: str) -> str:
@@ -25,11 +27,6 @@ def smoke_role_name(stage: str, region: str) -> str:
     The region is part of it: a wave deploys the same stage to several regions of one account.
     """
     return f"triton-{stage}-smoke-{region}"
-
-
-def endpoint_arn(scope: cdk.Stack, deployed_name: str) -> str:
-    # SageMaker writes endpoint names in lower case inside ARNs.
-    return scope.format_arn(service="sagemaker", resource="endpoint", resource_name=deployed_name.lower())
 
 
 class SmokeAccessStack(cdk.Stack):
@@ -60,37 +57,30 @@ class SmokeAccessStack(cdk.Stack):
             description=f"Pipeline smoke test of stage {config.stage}: invoke its endpoints, read model configs",
             max_session_duration=cdk.Duration.hours(1),
         )
-        endpoints = [endpoint_arn(self, config.deployed_endpoint_name(e)) for e in config.endpoints]
-        # InvokeEndpoint with InferenceComponentName acts on the component too (Service Authorization
-        # Reference: InvokeEndpoint's resource types are endpoint and inference-component).
-        endpoints += [
-            self.format_arn(
-                service="sagemaker",
-                resource="inference-component",
-                resource_name=component_name(config.deployed_endpoint_name(e), model).lower(),
-            )
-            for e in config.endpoints
-            if e.mode == "inference_components"
-            for model in e.models
-        ]
-        if endpoints:
-            self.role.add_to_policy(
-                iam.PolicyStatement(
-                    sid="InvokeStageEndpoints", actions=["sagemaker:InvokeEndpoint"], resources=endpoints
-                )
-            )
+        # Grants from the stage's endpoints, components and store, imported by name: the smoke test is the
+        # role's only user, and it needs InvokeEndpoint and the served archives, nothing more.
+        for settings in config.endpoints:
+            deployed = config.deployed_endpoint_name(settings)
+            endpoint = TritonEndpoint.from_endpoint_name(self, f"Endpoint-{settings.name}", deployed)
+            endpoint.grant_invoke(self.role)
+            if settings.mode == "inference_components":
+                # InvokeEndpoint with InferenceComponentName acts on the component too (Service Authorization
+                # Reference: InvokeEndpoint's resource types are endpoint and inference-component).
+                for model in settings.models:
+                    TritonInferenceComponent.from_component_name(
+                        endpoint, model, component_name(deployed, model), endpoint=endpoint
+                    ).grant_invoke(self.role)
         keys = plan.artifact_keys()
         if keys:
-            self.role.add_to_policy(
-                iam.PolicyStatement(
-                    sid="ReadModelArchives",
-                    actions=["s3:GetObject"],
-                    # Through the artifact stack's own named export: a reference to the bucket would add an
-                    # automatic export that `make deploy` of the same-named stack would then try to delete.
-                    resources=[cdk.Fn.join("", [artifacts.bucket_arn_import, f"/{key}"]) for key in keys],
-                )
+            store = ArtifactStore.from_store_attributes(
+                self,
+                "Artifacts",
+                # Through the artifact stack's own named export: a reference to the bucket would add an
+                # automatic export that `make deploy` of the same-named stack would then try to delete.
+                bucket_arn=artifacts.bucket_arn_import,
+                key_arn=artifacts.store.key.key_arn,
             )
-            artifacts.store.key.grant_decrypt(self.role)
+            store.grant_read_archives(self.role, keys)
         cdk.CfnOutput(self, "RoleArn", value=self.role.role_arn)
 
 

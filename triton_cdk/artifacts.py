@@ -6,6 +6,8 @@ Stateful: it lives in its own stack, RETAINed, and its construct ids are a publi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -13,6 +15,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from model_build.key import MODEL_PREFIX
+from triton_cdk.grants import grant_statements
 from triton_cdk.guard import acknowledge_guard, restrict_grants_to_aws_services
 from triton_cdk.nag import acknowledge
 
@@ -30,12 +33,117 @@ ACCESS_LOG_TARGET_RULES = {
 }
 
 
-class ArtifactStore(Construct):
+class _ArtifactStoreBase(Construct):
+    """What owned and imported stores share: the model prefix and the identity-policy grants on it."""
+
+    bucket_arn: str
+    key_arn: str
+    model_prefix: str
+
+    @property
+    def model_objects_arn(self) -> str:
+        return f"{self.bucket_arn}/{self.model_prefix}*"
+
+    def grant_read_models(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Allow `grantee` to read and list the model prefix and decrypt it with the store's key.
+
+        A role of another stack also needs `ArtifactStore.allow_model_read` (the bucket policy admits only
+        named roles).
+        """
+        return grant_statements(
+            grantee,
+            [
+                iam.PolicyStatement(
+                    sid="ReadModels",
+                    actions=["s3:GetObject", "s3:GetObjectVersion"],
+                    resources=[self.model_objects_arn],
+                ),
+                list_models_statement(self.bucket_arn, self.model_prefix),
+                iam.PolicyStatement(
+                    sid="DecryptModels", actions=["kms:Decrypt", "kms:DescribeKey"], resources=[self.key_arn]
+                ),
+            ],
+        )
+
+    def grant_write_models(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Allow `grantee` to write the model prefix (reading back what it wrote, multipart uploads included),
+        list it and encrypt with the store's key: what a model build needs.
+
+        A role of another stack also needs `ArtifactStore.allow_model_write` (the bucket policy).
+        """
+        return grant_statements(
+            grantee,
+            [
+                iam.PolicyStatement(
+                    sid="WriteModels",
+                    actions=["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+                    resources=[self.model_objects_arn],
+                ),
+                list_models_statement(self.bucket_arn, self.model_prefix),
+                iam.PolicyStatement(
+                    sid="EncryptModels",
+                    actions=["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
+                    resources=[self.key_arn],
+                ),
+            ],
+        )
+
+    def grant_read_archives(self, grantee: iam.IGrantable, keys: Sequence[str]) -> iam.Grant:
+        """Allow `grantee` to read exactly these model objects (s3:GetObject) and decrypt them: for a reader
+        that knows its keys (the pipeline's smoke test reads each served archive's config.pbtxt). No listing,
+        no other object; `keys` must lie under the model prefix."""
+        outside = [k for k in keys if not cdk.Token.is_unresolved(k) and not k.startswith(self.model_prefix)]
+        if not keys or outside:
+            raise ValueError(
+                f"grant_read_archives: keys must be at least one key, each under {self.model_prefix!r}; "
+                f"got {outside if keys else 'none'}"
+            )
+        return grant_statements(
+            grantee,
+            [
+                iam.PolicyStatement(
+                    sid="ReadModelArchives",
+                    actions=["s3:GetObject"],
+                    resources=[f"{self.bucket_arn}/{key}" for key in keys],
+                ),
+                iam.PolicyStatement(actions=["kms:Decrypt"], resources=[self.key_arn]),
+            ],
+        )
+
+
+class ImportedArtifactStore(_ArtifactStoreBase):
+    """A store defined elsewhere, for its grants (`ArtifactStore.from_store_attributes`).
+
+    Props: bucket_arn, key_arn: the store's bucket and key; model_prefix: Default: - `models/`.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, bucket_arn: str, key_arn: str, model_prefix: str = MODEL_PREFIX
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.bucket_arn = bucket_arn
+        self.key_arn = key_arn
+        self.model_prefix = model_prefix
+
+
+class ArtifactStore(_ArtifactStoreBase):
     """Model artifacts, encrypted with a customer-managed key and served to SageMaker.
 
-    Access is granted in the bucket policy, explicitly and per prefix: `allow_model_read` for
+    Access is granted explicitly and per prefix: identity policies through `grant_read_models` /
+    `grant_write_models` / `grant_read_archives`, and in the bucket policy `allow_model_read` for
     serving roles, `allow_model_write` for the build role.
     """
+
+    @classmethod
+    def from_store_attributes(
+        cls, scope: Construct, construct_id: str, *, bucket_arn: str, key_arn: str, model_prefix: str = MODEL_PREFIX
+    ) -> ImportedArtifactStore:
+        """A store defined elsewhere, for its `grant_*`. `bucket_arn` / `key_arn` as the importing stack should
+        reference them (e.g. a named export's `Fn::ImportValue`: referencing the bucket of another stack would
+        make CDK add an export of its own). model_prefix: Default: - `models/`, as the store's default."""
+        return ImportedArtifactStore(
+            scope, construct_id, bucket_arn=bucket_arn, key_arn=key_arn, model_prefix=model_prefix
+        )
 
     def __init__(
         self,
@@ -93,6 +201,8 @@ class ArtifactStore(Construct):
             ],
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
+        self.bucket_arn = self.bucket.bucket_arn
+        self.key_arn = self.key.key_arn
         self._deny_foreign_encryption()
         acknowledge_guard(
             self.bucket,
@@ -107,10 +217,6 @@ class ArtifactStore(Construct):
             "Nothing reacts to object events: the ensure-artifact resources and the pipeline look keys up "
             "when they need them; access is recorded by the access logs.",
         )
-
-    @property
-    def model_objects_arn(self) -> str:
-        return self.bucket.arn_for_objects(f"{self.model_prefix}*")
 
     def _deny_foreign_encryption(self) -> None:
         """Uploads that ask for another encryption or another key are refused.
@@ -156,26 +262,6 @@ class ArtifactStore(Construct):
                 conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": groups}},
             )
         )
-
-    def model_read_statements(self) -> list[iam.PolicyStatement]:
-        """Identity-policy statements that read and list the model prefix and decrypt it with the store's key."""
-        return [
-            iam.PolicyStatement(
-                sid="ReadModels", actions=["s3:GetObject", "s3:GetObjectVersion"], resources=[self.model_objects_arn]
-            ),
-            list_models_statement(self.bucket.bucket_arn, self.model_prefix),
-            iam.PolicyStatement(
-                sid="DecryptModels", actions=["kms:Decrypt", "kms:DescribeKey"], resources=[self.key.key_arn]
-            ),
-        ]
-
-    def grant_read_models(self, grantee: iam.IGrantable) -> None:
-        """Allow `grantee` (identity policy) to read and list the model prefix and decrypt it.
-
-        A role of another stack also needs `allow_model_read` (the bucket policy admits only named roles).
-        """
-        for statement in self.model_read_statements():
-            grantee.grant_principal.add_to_principal_policy(statement)
 
     def allow_model_read(self, role: iam.IRole, sid: str) -> None:
         """Bucket policy + key grant: `role` may read (and list) the model prefix only."""

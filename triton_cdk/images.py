@@ -18,6 +18,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from triton_cdk.grants import grant_statements
+
 _TABLE = "sagemaker/core/image_uri_config/sagemaker-tritonserver.json"
 
 
@@ -108,10 +110,9 @@ class TritonImageLookup(Construct):
             service="ecr", account=self.account, resource="repository", resource_name=self._repository
         )
 
-    def grant_pull(self, grantee: iam.IGrantable) -> None:
+    def grant_pull(self, grantee: iam.IGrantable) -> iam.Grant:
         """Allow `grantee` to log in to the image's registry and pull the Triton image (this region's repository)."""
-        for statement in pull_image_statements(self.repository_arn):
-            grantee.grant_principal.add_to_principal_policy(statement)
+        return grant_statements(grantee, pull_image_statements(self.repository_arn))
 
 
 def pull_image_statements(repository_arn: str) -> list[iam.PolicyStatement]:

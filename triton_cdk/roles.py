@@ -6,8 +6,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from triton_cdk.artifacts import ArtifactStore, list_models_statement
-from triton_cdk.images import pull_image_statements
+from triton_cdk.artifacts import ArtifactStore
+from triton_cdk.images import TritonImageLookup
 from triton_cdk.nag import acknowledge, arn_pattern
 
 
@@ -20,10 +20,11 @@ def _service_principal(service: str) -> iam.ServicePrincipal:
 class SageMakerExecutionRole(Construct):
     """The role SageMaker models assume: read models, decrypt, pull the Triton image, log.
 
+    Props: store: the artifact store whose models it reads; images: the Triton image it pulls.
     No managed *FullAccess policy; `Resource: "*"` only for actions that have no resource type.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, store: ArtifactStore, image_repository_arn: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, store: ArtifactStore, images: TritonImageLookup) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
         self.role = iam.Role(
@@ -32,9 +33,9 @@ class SageMakerExecutionRole(Construct):
             assumed_by=_service_principal("sagemaker.amazonaws.com"),
             description="SageMaker execution role for Triton models",
         )
+        store.grant_read_models(self.role)
+        images.grant_pull(self.role)
         statements = [
-            *store.model_read_statements(),
-            *pull_image_statements(image_repository_arn),
             iam.PolicyStatement(
                 sid="WriteLogs",
                 actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
@@ -89,21 +90,7 @@ class ModelBuildRole(Construct):
             assumed_by=_service_principal("codebuild.amazonaws.com"),
             description="CodeBuild role of the Triton model build",
         )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="WriteModels",
-                actions=["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
-                resources=[store.model_objects_arn],
-            )
-        )
-        self.role.add_to_principal_policy(list_models_statement(store.bucket.bucket_arn, store.model_prefix))
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="EncryptModels",
-                actions=["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
-                resources=[store.key.key_arn],
-            )
-        )
+        store.grant_write_models(self.role)
         store.allow_model_write(self.role, "ModelBuild")
         acknowledge(
             self.role,

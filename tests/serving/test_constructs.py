@@ -179,13 +179,19 @@ def test_grant_invoke_allows_only_this_endpoint(stack):
     triton.grant_invoke(role)
     (policy,) = Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
     (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
-    assert statement["Action"] == ["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"]
+    assert statement["Action"] == "sagemaker:InvokeEndpoint"
     # SageMaker lower-cases endpoint names in ARNs (a literal partition: cdk.json's enablePartitionLiterals).
     assert statement["Resource"] == "arn:aws:sagemaker:us-east-1:111111111111:endpoint/dev-bert"
 
 
 def test_imported_endpoint_has_grants_and_metrics(stack):
     imported = TritonEndpoint.from_endpoint_name(stack, "Imported", "prod-bert", variant_names=["Blue"])
+    caller = iam.Role(stack, "Caller", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    assert imported.grant_invoke(caller).success
+    (policy,) = Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Action"] == "sagemaker:InvokeEndpoint"
+    assert ":sagemaker:us-east-1:111111111111:endpoint/prod-bert" in str(statement["Resource"])
     metric = imported.metric_model_latency(statistic="p99")
     assert (metric.namespace, metric.metric_name, metric.statistic) == ("AWS/SageMaker", "ModelLatency", "p99")
     assert metric.dimensions == {"EndpointName": "prod-bert", "VariantName": "Blue"}

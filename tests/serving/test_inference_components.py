@@ -29,7 +29,7 @@ from synth_helpers import Synthesized, new_app, synth_stage
 from model_build.catalogue import instance_type
 from stacks.artifact_plan import endpoint_artifacts
 from triton_cdk.config import ConfigError, load_config, load_stage
-from triton_cdk.serving import TritonModel, TritonModelData, component_sizing
+from triton_cdk.serving import TritonEndpoint, TritonModel, TritonModelData, component_sizing
 from triton_cdk.serving.component_scaling import CopyScalingSettings, TritonComponentScaling
 from triton_cdk.serving.inference_components import (
     ComponentVariant,
@@ -307,9 +307,31 @@ def test_grant_invoke_names_the_endpoint_and_the_component():
     ]
     assert statements
     for statement in statements:
-        assert statement["Action"] == ["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"]
+        assert statement["Action"] == "sagemaker:InvokeEndpoint"
         text = str(statement["Resource"])
         assert ":endpoint/ep" in text and "InferenceComponentArn" in text
+
+
+def test_an_imported_component_grants_invoke_on_its_endpoint_and_its_name():
+    stack, _, _ = _app_scope()
+    endpoint = TritonEndpoint.from_endpoint_name(stack, "Endpoint", "Prod-Components")
+    component = TritonInferenceComponent.from_component_name(
+        stack, "Component", "Prod-Components-Bert", endpoint=endpoint
+    )
+    client = iam.Role(stack, "Client", assumed_by=iam.AccountRootPrincipal())
+    assert component.grant_invoke(client).success
+    (policy,) = Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Action"] == "sagemaker:InvokeEndpoint"
+    # SageMaker lower-cases names in ARNs.
+    endpoint_arn, component_arn = (str(r) for r in statement["Resource"])
+    assert ":endpoint/prod-components'" in endpoint_arn
+    assert ":inference-component/prod-components-bert'" in component_arn
+    metric = component.metric_invocations()
+    assert (metric.metric_name, metric.dimensions) == (
+        "Invocations",
+        {"InferenceComponentName": "Prod-Components-Bert"},
+    )
 
 
 @pytest.mark.parametrize(

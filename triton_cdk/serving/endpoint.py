@@ -27,7 +27,10 @@ from triton_cdk.serving.metrics import INVOCATION_NAMESPACE, SageMakerInvocation
 from triton_cdk.serving.triton_model import TritonModel
 
 INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"
-INVOKE_ACTIONS = ("sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream")
+# What `grant_invoke` allows: InvokeEndpoint, as aws-cdk-lib's (sagemaker-alpha) Endpoint.grantInvoke. Triton's
+# requests get one response; neither the client nor the pipeline's smoke test streams one
+# (InvokeEndpointWithResponseStream), so no grant gives that.
+INVOKE_ACTIONS = ("sagemaker:InvokeEndpoint",)
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 # ProductionVariant ranges (SageMaker API reference).
 VOLUME_GB = (1, 512)
@@ -143,7 +146,7 @@ class _EndpointBase(Construct, SageMakerInvocationMetrics):
         return cdk.Stack.of(self).format_arn(service="sagemaker", resource="endpoint", resource_name=name)
 
     def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Allow `grantee` to call InvokeEndpoint (and its response-stream form) on this endpoint."""
+        """Allow `grantee` to call InvokeEndpoint on this endpoint."""
         return iam.Grant.add_to_principal(
             grantee=grantee, actions=list(INVOKE_ACTIONS), resource_arns=[self.endpoint_arn]
         )

@@ -191,7 +191,80 @@ class TritonComponentEndpoint(_EndpointBase):
         )
 
 
-class TritonInferenceComponent(Construct, SageMakerInvocationMetrics):
+class _ComponentBase(Construct, SageMakerInvocationMetrics):
+    """What owned and imported components share: grants and metrics (aws-cdk-lib style)."""
+
+    endpoint: _EndpointBase
+    component_name: str
+
+    @property
+    def component_arn(self) -> str:
+        raise NotImplementedError
+
+    def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
+        """InvokeEndpoint with this component's InferenceComponentName."""
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=list(INVOKE_ACTIONS),
+            resource_arns=[self.endpoint.endpoint_arn, self.component_arn],
+        )
+
+    def metric(
+        self,
+        metric_name: str,
+        *,
+        namespace: str = INVOCATION_NAMESPACE,
+        statistic: str = "Average",
+        period: cdk.Duration | None = None,
+        **props,
+    ) -> cloudwatch.Metric:
+        """Any metric of this component (dimension InferenceComponentName)."""
+        dimensions = {"InferenceComponentName": self.component_name}
+        return sagemaker_metric(
+            metric_name, dimensions, namespace=namespace, statistic=statistic, period=period, **props
+        )
+
+    def metric_invocations_per_copy(self, **props) -> cloudwatch.Metric:
+        """Invocations normalised by the copy count (the copy-scaling metric). Default: Sum."""
+        return self.metric("InvocationsPerCopy", **{"statistic": "Sum", **props})
+
+    def metric_no_capacity_invocation_failures(self, **props) -> cloudwatch.Metric:
+        """Requests refused because no copy was running (the scale-from-zero signal). Default: Sum."""
+        return self.metric("NoCapacityInvocationFailures", **{"statistic": "Sum", **props})
+
+    def metric_cpu_utilization(self, **props) -> cloudwatch.Metric:
+        """CPUUtilizationNormalized per copy, 0-100 of the reservation. Default: Average."""
+        return self.metric("CPUUtilizationNormalized", namespace=COMPONENT_NAMESPACE, **props)
+
+    def metric_memory_utilization(self, **props) -> cloudwatch.Metric:
+        """MemoryUtilizationNormalized per copy, 0-100. Default: Average."""
+        return self.metric("MemoryUtilizationNormalized", namespace=COMPONENT_NAMESPACE, **props)
+
+    def metric_gpu_utilization(self, **props) -> cloudwatch.Metric:
+        """GPUUtilizationNormalized per copy, 0-100 of the reserved GPUs. Default: Average."""
+        return self.metric("GPUUtilizationNormalized", namespace=COMPONENT_NAMESPACE, **props)
+
+    def metric_gpu_memory_utilization(self, **props) -> cloudwatch.Metric:
+        """GPUMemoryUtilizationNormalized per copy, 0-100. Default: Average."""
+        return self.metric("GPUMemoryUtilizationNormalized", namespace=COMPONENT_NAMESPACE, **props)
+
+
+class ImportedTritonInferenceComponent(_ComponentBase):
+    """A component defined elsewhere (`TritonInferenceComponent.from_component_name`)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, endpoint: _EndpointBase, component_name: str) -> None:
+        super().__init__(scope, construct_id)
+        self.endpoint = endpoint
+        self.component_name = component_name
+
+    @property
+    def component_arn(self) -> str:
+        # SageMaker lower-cases names in ARNs (as endpoint names).
+        name = self.component_name if cdk.Token.is_unresolved(self.component_name) else self.component_name.lower()
+        return cdk.Stack.of(self).format_arn(service="sagemaker", resource="inference-component", resource_name=name)
+
+
+class TritonInferenceComponent(_ComponentBase):
     """One Triton model served as an inference component of `endpoint`.
 
     Props:
@@ -203,6 +276,8 @@ class TritonInferenceComponent(Construct, SageMakerInvocationMetrics):
     - model_data_download_timeout_seconds / container_startup_health_check_timeout_seconds:
       StartupParameters. Default: - SageMaker's.
     """
+
+    endpoint: TritonComponentEndpoint
 
     def __init__(
         self,
@@ -263,6 +338,14 @@ class TritonInferenceComponent(Construct, SageMakerInvocationMetrics):
         )
         endpoint.components.append(self)
 
+    @classmethod
+    def from_component_name(
+        cls, scope: Construct, construct_id: str, component_name: str, *, endpoint: _EndpointBase
+    ) -> ImportedTritonInferenceComponent:
+        """A component defined elsewhere, for `grant_invoke` and `metric_*`; `endpoint`: the endpoint it runs on
+        (e.g. `TritonEndpoint.from_endpoint_name`)."""
+        return ImportedTritonInferenceComponent(scope, construct_id, endpoint=endpoint, component_name=component_name)
+
     @property
     def component_arn(self) -> str:
         return self.resource.attr_inference_component_arn
@@ -279,53 +362,6 @@ class TritonInferenceComponent(Construct, SageMakerInvocationMetrics):
             )
         self.rollback_alarms.append(alarm)
         self.resource.deployment_config = self._deployment_config()
-
-    def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
-        """InvokeEndpoint with this component's InferenceComponentName."""
-        return iam.Grant.add_to_principal(
-            grantee=grantee,
-            actions=list(INVOKE_ACTIONS),
-            resource_arns=[self.endpoint.endpoint_arn, self.component_arn],
-        )
-
-    def metric(
-        self,
-        metric_name: str,
-        *,
-        namespace: str = INVOCATION_NAMESPACE,
-        statistic: str = "Average",
-        period: cdk.Duration | None = None,
-        **props,
-    ) -> cloudwatch.Metric:
-        """Any metric of this component (dimension InferenceComponentName)."""
-        dimensions = {"InferenceComponentName": self.component_name}
-        return sagemaker_metric(
-            metric_name, dimensions, namespace=namespace, statistic=statistic, period=period, **props
-        )
-
-    def metric_invocations_per_copy(self, **props) -> cloudwatch.Metric:
-        """Invocations normalised by the copy count (the copy-scaling metric). Default: Sum."""
-        return self.metric("InvocationsPerCopy", **{"statistic": "Sum", **props})
-
-    def metric_no_capacity_invocation_failures(self, **props) -> cloudwatch.Metric:
-        """Requests refused because no copy was running (the scale-from-zero signal). Default: Sum."""
-        return self.metric("NoCapacityInvocationFailures", **{"statistic": "Sum", **props})
-
-    def metric_cpu_utilization(self, **props) -> cloudwatch.Metric:
-        """CPUUtilizationNormalized per copy, 0-100 of the reservation. Default: Average."""
-        return self.metric("CPUUtilizationNormalized", namespace=COMPONENT_NAMESPACE, **props)
-
-    def metric_memory_utilization(self, **props) -> cloudwatch.Metric:
-        """MemoryUtilizationNormalized per copy, 0-100. Default: Average."""
-        return self.metric("MemoryUtilizationNormalized", namespace=COMPONENT_NAMESPACE, **props)
-
-    def metric_gpu_utilization(self, **props) -> cloudwatch.Metric:
-        """GPUUtilizationNormalized per copy, 0-100 of the reserved GPUs. Default: Average."""
-        return self.metric("GPUUtilizationNormalized", namespace=COMPONENT_NAMESPACE, **props)
-
-    def metric_gpu_memory_utilization(self, **props) -> cloudwatch.Metric:
-        """GPUMemoryUtilizationNormalized per copy, 0-100. Default: Average."""
-        return self.metric("GPUMemoryUtilizationNormalized", namespace=COMPONENT_NAMESPACE, **props)
 
     def _deployment_config(self) -> sagemaker.CfnInferenceComponent.InferenceComponentDeploymentConfigProperty:
         ic = sagemaker.CfnInferenceComponent
