@@ -67,15 +67,16 @@ def ensure_execution_env(model_dir: Path, settings: ModelSettings) -> str | None
     value = execution_env_value(settings)
     if value is None:
         return None
+    from model_build.model_tree import read_config_text, writable_model_folder
+
+    writable_model_folder(Path(model_dir))  # a linked model folder would carry the write outside the repository
     config = Path(model_dir) / "config.pbtxt"
     try:
-        text = config.read_text(encoding="utf-8")
+        text = read_config_text(config)  # a regular file only: no FIFO to wait on, no link to write through
     except FileNotFoundError:
         raise ModelBuildError(
             f"{config}: no config.pbtxt; a python model's folder (its source.path) holds its own config"
         ) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ModelBuildError(f"{config}: cannot be read ({error})") from None
     updated, added = with_execution_env(text, value, str(config))
     if added:
         write_atomically(config, updated.encode("utf-8"))

@@ -90,12 +90,21 @@ def scan_model_tree(
 ) -> tuple[list[Entry], list[TreeProblem]]:
     """Entries of `repository/model` in archive order (config.pbtxt first, then sorted by name) and
     every problem found; `check_models` also validates each `*.onnx` file (slower: onnx.checker)."""
-    folder = Path(repository) / model
+    problem = model_name_problem(model)
+    problems = [TreeProblem(printable(model), problem, "file-name")] if problem else []
+    entries, found = _scan(Path(repository) / model, model, check_models=check_models)
+    return entries, problems + found
+
+
+def scan_source_folder(folder: Path, model: str, *, check_models: bool = True) -> list[TreeProblem]:
+    """The same rules for a folder that ships as model `model`'s folder whatever its own name (a python model's
+    `source.path`): every problem, each `relative` as `<model>/<path in the folder>`."""
+    return _scan(Path(folder), model, check_models=check_models)[1]
+
+
+def _scan(folder: Path, model: str, *, check_models: bool) -> tuple[list[Entry], list[TreeProblem]]:
     entries = [Entry(model, folder, True, 0o755, 0)]
     problems: list[TreeProblem] = []
-    problem = model_name_problem(model)
-    if problem:
-        problems.append(TreeProblem(printable(model), problem, "file-name"))
     onnx_files: list[tuple[str, Path]] = []
     _walk(folder, model, 1, entries, problems, onnx_files, first="config.pbtxt")
     if check_models:
@@ -229,6 +238,85 @@ def open_scanned(entry: Entry) -> int:
     # Back to blocking reads now that it is known to be a regular file.
     os.set_blocking(descriptor, True)
     return descriptor
+
+
+# Triton config.pbtxt files are a few KB (every config of Triton's own examples and model-config test suite,
+# ../shared/triton-configs, is under 4 KB); an ensemble at the stage settings' own limits (64 steps mapping 2 x 256
+# tensors, 8-character names) generates 2.3 MB, which `check` reads in about 2 s. Triton reads the file whole
+# with no limit of its own; 4 MiB keeps a hostile or runaway file from costing minutes and gigabytes in the
+# protobuf text parser. (A generated config over it, possible only with long names at every limit, is refused
+# at synth by the same check that reads it.)
+MAX_CONFIG_BYTES = 4 << 20
+
+
+def read_regular_file(path: Path, *, max_bytes: int, shown: str | None = None) -> bytes:
+    """The bytes of `path`, which must be a regular file of at most `max_bytes` bytes.
+
+    Opened with O_NONBLOCK and O_NOFOLLOW, then judged by fstat on the descriptor: a FIFO never blocks the
+    reader, a device is never read, a symbolic link as the last component is refused (it would read bytes
+    from outside the folder being judged), and a file growing while it is read is caught by the bounded read.
+    FileNotFoundError passes through (callers tell a missing file apart); every other problem is an
+    InvalidModelError naming the file (`shown`, default: the path)."""
+    shown = shown or printable(str(path))
+    try:
+        descriptor = os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise InvalidModelError(
+                f"{shown}: is a symbolic link; give the file itself (a link can name bytes outside the model folder)"
+            ) from None
+        raise InvalidModelError(f"{shown}: cannot be read ({error.strerror or error})") from None
+    with os.fdopen(descriptor, "rb") as file:
+        info = os.fstat(descriptor)
+        if stat.S_ISDIR(info.st_mode):
+            raise InvalidModelError(f"{shown}: is a folder; a file is expected here")
+        if not stat.S_ISREG(info.st_mode):
+            raise InvalidModelError(
+                f"{shown}: is not a regular file (a FIFO, device or socket); replace it with the file itself"
+            )
+        if info.st_size > max_bytes:
+            raise InvalidModelError(f"{shown}: is {info.st_size} bytes; at most {max_bytes} are read")
+        os.set_blocking(descriptor, True)
+        # The file's own size first (a read of max_bytes would allocate max_bytes), then small blocks should it grow.
+        chunks, total, want = [], 0, info.st_size + 1
+        try:
+            while total <= max_bytes:
+                block = file.read(min(want, max_bytes + 1 - total))
+                if not block:
+                    break
+                chunks.append(block)
+                total += len(block)
+                want = 1 << 16
+        except OSError as error:
+            raise InvalidModelError(f"{shown}: cannot be read ({error.strerror or error})") from None
+        data = b"".join(chunks)
+    if len(data) > max_bytes:
+        raise InvalidModelError(f"{shown}: grew past {max_bytes} bytes while it was read; at most {max_bytes} are read")
+    return data
+
+
+def read_config_text(path: Path, shown: str | None = None) -> str:
+    """A config.pbtxt as text: read_regular_file with MAX_CONFIG_BYTES, decoded as UTF-8 (as Triton reads it)."""
+    shown = shown or printable(str(path))
+    data = read_regular_file(path, max_bytes=MAX_CONFIG_BYTES, shown=shown)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InvalidModelError(f"{shown}: is not UTF-8 text ({error.reason} at byte {error.start})") from None
+
+
+def writable_model_folder(folder: Path) -> None:
+    """`model_build config` writes into REPO/<model>/ only when that is a real folder of the repository (or absent):
+    a symbolic link would carry the write outside the repository, as `package` refuses it too."""
+    if folder.is_symlink():
+        raise InvalidModelError(
+            f"{printable(str(folder))}: is a symbolic link (to {printable(os.readlink(folder))}); nothing was written. "
+            "A model folder must be a real folder of the repository: replace the link with the folder"
+        )
+    if folder.exists() and not folder.is_dir():
+        raise InvalidModelError(f"{printable(str(folder))}: is not a folder; nothing was written. Remove it")
 
 
 def refuse(problems: list[TreeProblem], repository: Path) -> None:

@@ -13,6 +13,7 @@ and `python -m model_build key`, which hashes the same sources in the build.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 
 # A Python-backend model folder holds a handful of files; an ONNX model is one file.
 MAX_SOURCE_ENTRIES = 5_000
+# Problems listed per folder: enough to act on, not a wall of text.
+MAX_TREE_PROBLEMS = 5
 
 
 def source_path_problems(models: list[ModelSettings], root: Path) -> list[tuple[str, str]]:
@@ -45,6 +48,8 @@ def model_source_problems(model: ModelSettings, root: Path) -> list[tuple[str, s
         problem = _path_problem(model.source.path, root, want)
         if problem:
             problems.append(("source.path", problem))
+        elif want == "folder":
+            problems += _tree_problems(model, root)
     if model.environment is not None and not problems:
         problems += _environment_problems(model, root)
     cache = model.tensorrt.calibration_cache
@@ -88,8 +93,36 @@ def _path_problem(value: str, root: Path, want: str) -> str | None:
     return _folder_problem(shown, resolved, root)
 
 
+def _tree_problems(model: ModelSettings, root: Path) -> list[tuple[str, str]]:
+    """A python model's folder ships as its model folder: `model_build check`'s and `package`'s rules for what a
+    model folder may hold (model_build.model_tree: file names, no symbolic links, no FIFOs, devices or sockets,
+    readable files, valid ONNX files) apply at config load, before the folder becomes a CDK asset (which would
+    drop a FIFO and copy what a link points to). One message for the field, listing the first problems."""
+    from model_build.model_tree import printable, scan_source_folder
+
+    path = model.source.path.rstrip("/")
+    found = scan_source_folder((root / path).resolve(), model.name)
+    if not found:
+        return []
+    listed = []
+    for problem in found[:MAX_TREE_PROBLEMS]:
+        inside = problem.relative.partition("/")[2]
+        where = repr(clip(printable(f"{path}/{inside}" if inside else path), 300))
+        listed.append(f"{where}: {problem.message} [{problem.rule}]")
+    more = f"; and {len(found) - MAX_TREE_PROBLEMS} more" if len(found) > MAX_TREE_PROBLEMS else ""
+    return [
+        (
+            "source.path",
+            f"{clip(path, 200)!r} holds what a model folder may not (the rules of model_build check and package): "
+            + "; ".join(listed)
+            + more,
+        )
+    ]
+
+
 def _folder_problem(shown: str, folder: Path, root: Path) -> str | None:
-    """Walk without following links, at most MAX_SOURCE_ENTRIES entries; no link may leave the root."""
+    """Walk without following links, at most MAX_SOURCE_ENTRIES entries; no link may leave the root, and no entry
+    is a FIFO, device or socket (hashing the folder at synth would block on a FIFO)."""
     seen = 0
     for current, folders, files in os.walk(folder, followlinks=False):
         for name in (*folders, *files):
@@ -97,7 +130,16 @@ def _folder_problem(shown: str, folder: Path, root: Path) -> str | None:
             if seen > MAX_SOURCE_ENTRIES:
                 return f"{shown} holds more than {MAX_SOURCE_ENTRIES} files and folders; name the model's own folder"
             entry = Path(current, name)
-            if entry.is_symlink():
+            try:
+                mode = entry.lstat().st_mode
+            except OSError as error:
+                return f"{shown} holds {clip(str(entry), 200)}, which cannot be read ({error.strerror or error})"
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+                return (
+                    f"{shown} holds {clip(str(entry), 200)}, which is not a regular file or folder (a FIFO, device or "
+                    "socket); remove it"
+                )
+            if stat.S_ISLNK(mode):
                 try:
                     target = entry.resolve()
                 except (OSError, RuntimeError):

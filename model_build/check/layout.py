@@ -32,7 +32,7 @@ from model_build.check.schema import (
 )
 from model_build.check.target import Target
 from model_build.errors import InvalidModelError
-from model_build.model_tree import printable, scan_model_tree
+from model_build.model_tree import printable, read_config_text, scan_model_tree
 
 CONFIG_FILE = "config.pbtxt"
 MODEL_DIRECTORY_VARIABLE = "$$TRITON_MODEL_DIRECTORY"
@@ -246,14 +246,16 @@ def check_model_folder(
         model.problems += [problem for problem in files if problem.field != shown]
         return model
     try:
-        text = config_path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        model.problems.append(Problem(shown, CONFIG_FILE, f"is not UTF-8 text: {error}", "schema"))
-        return model
-    except OSError as error:
-        # The tree rules name the unreadable file; nothing more can be checked without the config.
-        if not files:
-            model.problems.append(Problem(shown, CONFIG_FILE, f"cannot be read ({error.strerror})", "unreadable"))
+        # Bounded (model_tree.MAX_CONFIG_BYTES) and a regular file only: never a multi-GB parse or a FIFO's wait.
+        text = read_config_text(config_path, CONFIG_FILE)
+    except (OSError, InvalidModelError) as error:
+        message = str(error).removeprefix(f"{CONFIG_FILE}: ")
+        if isinstance(error, OSError):
+            message = f"cannot be read ({error.strerror or error})"
+        rule = "schema" if "UTF-8" in message or "at most" in message else "unreadable"
+        # The tree rules name an unreadable file; nothing more can be checked without the config.
+        if rule == "schema" or not files:
+            model.problems.append(Problem(shown, CONFIG_FILE, message, rule))
         model.problems += files
         return model
     config, problems = parse_config(text, model=folder.name, source=f"{folder.name}/{CONFIG_FILE}")
