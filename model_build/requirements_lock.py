@@ -26,15 +26,26 @@ from model_build.errors import InvalidModelError
 MAX_REQUIREMENTS_BYTES = 1 << 20
 MAX_REQUIREMENTS = 2_000
 STUB_NEEDS = "numpy"
+UTF8_BOM = "\ufeff"
 
-# PEP 508 names, optional extras, `==` an exact PEP 440 version (no wildcard), then hash options only.
+# pip's own patterns (pip/_internal/req/req_file.py): COMMENT_RE, and PEP263_ENCODING_RE for a coding declaration.
+_COMMENT = re.compile(r"(^|\s+)#.*$")
+_CODING = re.compile(r"coding[:=]\s*([-\w.]+)")
+# The hash lengths of the algorithms pip accepts (pip/_internal/utils/hashes.py STRONG_HASHES), in hex digits.
+HASH_HEX_DIGITS = {"sha256": 64, "sha384": 96, "sha512": 128}
+_ONE_HASH = "(?:" + "|".join(f"{name}:[0-9a-fA-F]{{{digits}}}" for name, digits in HASH_HEX_DIGITS.items()) + ")"
+# PEP 508 names, optional extras, `==` an exact PEP 440 version (no wildcard), then hash options only. pip splits
+# the requirement from its options at the first space-separated token starting with '-' (req_file.py
+# break_args_options: `line.split(" ")`), so only spaces may come before the first --hash (a tab there leaves the
+# option inside the requirement, which pip refuses); between options any whitespace (shlex) does.
 _REQUIREMENT = re.compile(
     r"^(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)"
     r"(?:\[(?P<extras>[A-Za-z0-9._,\s-]*)\])?"
     r"\s*==\s*(?P<version>[A-Za-z0-9][A-Za-z0-9.+!_-]*)"
-    r"(?P<hashes>(?:\s+--hash[=\s](?:sha256|sha384|sha512):[0-9a-fA-F]+)*)\s*$"
+    rf"(?P<hashes>(?: +--hash[=\s]{_ONE_HASH}(?:\s+--hash[=\s]{_ONE_HASH})*)?)\s*$"
 )
-_HASH = re.compile(r"--hash[=\s]((?:sha256|sha384|sha512):[0-9a-fA-F]+)")
+_HASH = re.compile(rf"--hash[=\s]({_ONE_HASH})")
+_ANY_HASH = re.compile(r"--hash[=\s]+(\w+):(\S*)")
 
 
 @dataclass(frozen=True)
@@ -50,31 +61,56 @@ class Requirement:
         return re.sub(r"[-_.]+", "-", self.name).lower()
 
 
+def _swallowing_comments(text: str) -> list[str]:
+    """A comment ending in `\\` continues onto the next line for pip (join_lines runs before ignore_comments), so
+    whatever that line says is never installed: refused rather than guessed at."""
+    problems = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.endswith("\\") and not _COMMENT.match(line) and _COMMENT.search(line):
+            problems.append(
+                f"line {number}: its comment ends in a backslash, so pip joins line {number + 1} into the comment and "
+                "ignores it; remove the backslash"
+            )
+    return problems
+
+
 def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """(first physical line number, text) with `\\` continuations joined and comments removed (pip's rules)."""
-    lines: list[tuple[int, str]] = []
-    pending, start = "", 0
-    for number, raw in enumerate(text.splitlines(), start=1):
-        # pip: a comment starts with '#' at the line start or after whitespace.
-        line = re.sub(r"(^|\s)#.*$", "", raw)
-        if not pending:
-            start = number
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
-            continue
-        pending += line
-        if pending.strip():
-            lines.append((start, pending.strip()))
-        pending = ""
-    if pending.strip():
-        lines.append((start, pending.strip()))
+    """(first physical line number, text) as pip reads a requirements file (pip/_internal/req/req_file.py
+    `preprocess`): `join_lines` first joins a line ending in `\\` with the next (unless the line is a comment
+    from its start), the backslashes stripped and nothing put between the parts; only then `ignore_comments`
+    removes `#` comments (COMMENT_RE: at the line start or after whitespace) and blank lines. So a comment
+    ending in a backslash swallows the next line, as it does for pip."""
+    joined: list[tuple[int, str]] = []
+    pending: list[str] = []
+    start = 0
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.endswith("\\") or _COMMENT.match(line):
+            if _COMMENT.match(line):
+                line = " " + line  # pip: "this ensures comments are always matched later"
+            if pending:
+                pending.append(line)
+                joined.append((start, "".join(pending)))
+                pending = []
+            else:
+                joined.append((number, line))
+        else:
+            if not pending:
+                start = number
+            pending.append(line.strip("\\"))
+    if pending:
+        joined.append((start, "".join(pending)))
+    lines = []
+    for number, line in joined:
+        line = _COMMENT.sub("", line).strip()
+        if line:
+            lines.append((number, line))
     return lines
 
 
 def requirements_problems(text: str) -> tuple[list[Requirement], list[str]]:
     """The requirements and every problem as `line N: ...`; a file is usable when there are no problems."""
     found: list[Requirement] = []
-    problems: list[str] = []
+    problems: list[str] = _swallowing_comments(text)
     for number, line in _logical_lines(text):
         match = _REQUIREMENT.match(line)
         if match is None:
@@ -110,6 +146,17 @@ def requirements_problems(text: str) -> tuple[list[Requirement], list[str]]:
 
 
 def _hint(line: str) -> str:
+    hashes = _ANY_HASH.findall(line)
+    for name, digest in hashes:
+        if name not in HASH_HEX_DIGITS:
+            return f"--hash {name}: is not one pip accepts; use {', '.join(HASH_HEX_DIGITS)}"
+        if len(digest) != HASH_HEX_DIGITS[name] or not re.fullmatch(r"[0-9a-fA-F]*", digest):
+            return f"a {name} hash is {HASH_HEX_DIGITS[name]} hex digits, not {clip(digest, 20)!r} ({len(digest)})"
+    if hashes and re.search(r"[^ ]--hash", line.split("--hash", 1)[0] + "--hash"):
+        return (
+            "separate the requirement from its first --hash with spaces: pip splits them at a space (a tab leaves "
+            "the option inside the requirement, which pip refuses)"
+        )
     if line.startswith("-"):
         return (
             "options (-r, -c, -e, --index-url, --find-links, ...) are not accepted: the file alone must "
@@ -124,18 +171,46 @@ def _hint(line: str) -> str:
 
 def read_locked_requirements(path: Path, shown: str | None = None) -> list[Requirement]:
     """The requirements of `path`; raises InvalidModelError naming the file and every bad line."""
+    return read_locked_file(path, shown)[1]
+
+
+def read_locked_file(path: Path, shown: str | None = None) -> tuple[bytes, list[Requirement]]:
+    """(the file's bytes, its requirements), read once: whoever installs from it should use these bytes, so
+    what pip reads is what was checked. A regular file only (a FIFO is refused, not waited on)."""
+    from model_build.model_tree import read_regular_file  # deferred: model_tree imports the settings schema
+
     shown = shown or str(path)
     try:
-        with open(path, "rb") as file:
-            data = file.read(MAX_REQUIREMENTS_BYTES + 1)
-    except OSError as error:
-        raise InvalidModelError(f"{shown}: cannot be read ({error.strerror or error})") from None
-    if len(data) > MAX_REQUIREMENTS_BYTES:
-        raise InvalidModelError(f"{shown}: larger than {MAX_REQUIREMENTS_BYTES} bytes; a locked requirements file is")
+        data = read_regular_file(Path(path), max_bytes=MAX_REQUIREMENTS_BYTES, shown=shown)
+    except FileNotFoundError:
+        raise InvalidModelError(f"{shown}: cannot be read (No such file or directory)") from None
+    except InvalidModelError as error:
+        if "bytes; at most" in str(error) or "grew past" in str(error):
+            raise InvalidModelError(
+                f"{shown}: larger than {MAX_REQUIREMENTS_BYTES} bytes; a locked requirements file is a few KB "
+                "(one name==version line per package), so this is not one"
+            ) from None
+        raise
+    return data, locked_requirements(data, shown)
+
+
+def locked_requirements(data: bytes, shown: str) -> list[Requirement]:
+    """The requirements of a file's bytes, decoded as pip decodes them (req_file.py `_decode_req_file`: a UTF-8
+    byte-order mark is dropped; without a BOM or coding declaration, UTF-8)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise InvalidModelError(f"{shown}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+        raise InvalidModelError(
+            f"{shown}: not UTF-8 text ({error.reason} at byte {error.start}); save it as UTF-8"
+        ) from None
+    text = text.removeprefix(UTF8_BOM)
+    for line in text.splitlines()[:2]:
+        coding = _CODING.search(line) if line.startswith("#") else None
+        if coding and coding.group(1).lower().replace("_", "-") not in ("utf-8", "utf8", "ascii"):
+            raise InvalidModelError(
+                f"{shown}: declares coding {coding.group(1)!r}, which pip would decode it with (PEP 263); remove the "
+                "declaration and save the file as UTF-8"
+            )
     found, problems = requirements_problems(text)
     if problems:
         lines = "\n".join(f"{shown}: {problem}" for problem in problems[:50])
