@@ -18,6 +18,8 @@ tens of thousands of files.
 from __future__ import annotations
 
 import gzip
+import os
+import stat
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,7 +91,14 @@ def archive_members(path: Path) -> Iterator[tarfile.TarInfo]:
     a truncated download fails here (gzip's length and CRC trailer, tar's member sizes) as it would
     when the backend unpacks it. Raises ArchiveLimitError, tarfile.TarError, OSError, EOFError,
     zlib.error."""
-    with path.open("rb") as raw:
+    # Never blocks on a FIFO nor reads a device: opened non-blocking, judged on the descriptor.
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    descriptor = os.open(path, flags)
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise tarfile.ReadError("not a regular file (a folder, FIFO, device or socket)")
+    os.set_blocking(descriptor, True)
+    with os.fdopen(descriptor, "rb") as raw:
         if not raw.read(1):
             raise tarfile.ReadError("empty file")
         raw.seek(0)

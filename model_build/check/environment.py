@@ -48,6 +48,17 @@ ACTIVATE = "bin/activate"
 _MAX_MEMBER_PROBLEMS = 5
 # conda-pack environments hold a few thousand symbolic links of short names.
 _MAX_LINK_NAME_BYTES = 16 << 20
+# How much an environment may unpack to. The python backend unpacks it on the serving instance's disk
+# (src/pb_env.cc ExtractTarFile) at every model load; the largest real environments (PyTorch with its CUDA
+# libraries) unpack to 6-10 GiB. 16 GiB leaves room for those and refuses an archive that would fill the disk.
+MAX_UNPACKED_BYTES = 16 << 30
+# ...and how much more than its own size: environments are mostly compiled code and compress 2-5x; a ratio
+# over 50 is a bomb (a 9 MB archive of zeros unpacking to 2 GiB is 230). Archives unpacking to less than
+# RATIO_FLOOR_BYTES are not judged by ratio (a small environment of text files compresses well and harms nobody).
+MAX_UNPACK_RATIO = 50
+RATIO_FLOOR_BYTES = 256 << 20
+# setuid / setgid files in an environment would run with another user's rights wherever they are unpacked.
+_PRIVILEGE_BITS = stat.S_ISUID | stat.S_ISGID
 
 
 def environment_folder(config: ModelConfig) -> str | None:
@@ -132,10 +143,21 @@ def _messages(folder: Path, value: str) -> list[str]:
     return _archive_messages(path, normal)
 
 
+def archive_problems(path: Path, shown: str) -> list[str]:
+    """Every reason the python backend would fail on (or should never be given) the environment archive at `path`:
+    what `model_build check` says about an EXECUTION_ENV_PATH archive, also run at synth on a stage config's
+    `environment.archive` (model_build.preflight). `shown` names it in the messages."""
+    return _archive_messages(path, shown)
+
+
 def _archive_messages(path: Path, shown: str) -> list[str]:
     """A packed environment: a tar, gzip-compressed or not (the gzip filter the backend enables)."""
     try:
-        return _member_messages(archive_members(path), shown)
+        compressed = os.stat(path).st_size
+        messages, hard_links = _member_messages(archive_members(path), shown, compressed)
+        if hard_links:  # a second pass, only for archives with hard links: is each one's target stored before it?
+            messages += _hard_link_target_messages(archive_members(path), hard_links, shown)
+        return messages
     except ArchiveLimitError as error:
         return [
             f"execution environment {shown} ({path}) was not read: {error}; a conda-pack archive never comes "
@@ -148,17 +170,22 @@ def _archive_messages(path: Path, shown: str) -> list[str]:
         ]
 
 
-def _member_messages(members: Iterable[tarfile.TarInfo], shown: str) -> list[str]:
-    """Reads to the end even after the first problems: a truncated archive is the one thing to report."""
+def _member_messages(
+    members: Iterable[tarfile.TarInfo], shown: str, compressed: int
+) -> tuple[list[str], dict[str, list[tuple[int, str]]]]:
+    """(messages, hard links to look up: target -> [(entry index, link name)]). Reads to the end even after the
+    first problems: a truncated archive is the one thing to report. Regular files are not remembered (an
+    environment holds tens of thousands); the hard links are, bounded, for the second pass."""
     found = []
     links: set[PurePosixPath] = set()
-    link_bytes = 0
+    hard_links: dict[str, list[tuple[int, str]]] = {}
+    link_bytes = unpacked = 0
     has_activate = False
-    for member in members:
+    for index, member in enumerate(members):
         name = member.name
         problem = None
         pure = PurePosixPath(name)
-        normal = PurePosixPath(posixpath.normpath(name)) if name not in ("", ".") else PurePosixPath(".")
+        normal = _normal(name)
         if name.startswith("/"):
             problem = f"entry {_shown(name)} has an absolute path (refused by ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS)"
         elif ".." in pure.parts:
@@ -178,21 +205,104 @@ def _member_messages(members: Iterable[tarfile.TarInfo], shown: str) -> list[str
             elif resolved == ".." or resolved.startswith("../"):
                 problem = f"symbolic link {_shown(name)} -> {_shown(target)} points outside the environment"
             # Links are remembered to judge later entries: bound what that keeps in memory.
-            link_bytes += len(name)
+            link_bytes += len(name) + len(member.linkname)
             if link_bytes > _MAX_LINK_NAME_BYTES:
                 raise ArchiveLimitError(f"symbolic link names add up to more than {_MAX_LINK_NAME_BYTES} bytes")
             links.add(normal)
-        elif member.isfile() and normal == PurePosixPath(ACTIVATE):
+        elif member.islnk():
+            problem = _hard_link_problem(member, normal, links)
+            if problem is None:
+                link_bytes += len(name) + len(member.linkname)
+                if link_bytes > _MAX_LINK_NAME_BYTES:
+                    raise ArchiveLimitError(f"link names add up to more than {_MAX_LINK_NAME_BYTES} bytes")
+                hard_links.setdefault(str(_normal(member.linkname)), []).append((index, name))
+        elif member.ischr() or member.isblk() or member.isfifo():
+            kind = "character device" if member.ischr() else "block device" if member.isblk() else "FIFO"
+            problem = (
+                f"entry {_shown(name)} is a {kind}: an environment holds files, folders and links only; unpacked on "
+                "the serving instance a device node gives access to its hardware. Repack without it"
+            )
+        elif not (member.isfile() or member.isdir()):
+            problem = f"entry {_shown(name)} has tar type {member.type!r}, which is not a file, folder or link"
+        if problem is None and member.mode & _PRIVILEGE_BITS and not member.isdir():
+            bits = " and ".join(
+                b for b, flag in (("setuid", stat.S_ISUID), ("setgid", stat.S_ISGID)) if member.mode & flag
+            )
+            problem = (
+                f"entry {_shown(name)} is {bits} (mode {member.mode:o}): it would run with its owner's rights "
+                "wherever it is unpacked; repack without those bits"
+            )
+        if member.isfile() and problem is None and normal == PurePosixPath(ACTIVATE):
             has_activate = True
+        if member.isfile():
+            unpacked += member.size
+            if unpacked > MAX_UNPACKED_BYTES:
+                raise ArchiveLimitError(_size_message(compressed))
         if problem and len(found) <= _MAX_MEMBER_PROBLEMS:
             found.append(problem if len(found) < _MAX_MEMBER_PROBLEMS else "(further entries not shown)")
+    if unpacked > RATIO_FLOOR_BYTES and unpacked > MAX_UNPACK_RATIO * max(compressed, 1):
+        found.append(
+            f"unpacks to {unpacked} bytes, {unpacked // max(compressed, 1)} times its own {compressed} bytes; an "
+            f"environment compresses at most {MAX_UNPACK_RATIO}x (a higher ratio is an archive bomb). Repack it"
+        )
     messages = [f"execution environment {shown}: {problem}" for problem in found]
     if not found and not has_activate:
         messages.append(
             f'execution environment {shown} has no {ACTIVATE}: the python backend fails with "Path <env>/{ACTIVATE} '
             "does not exist. The Python environment should contain an 'activate' script.\""
         )
-    return messages
+    return messages, hard_links
+
+
+def _hard_link_target_messages(
+    members: Iterable[tarfile.TarInfo], hard_links: dict[str, list[tuple[int, str]]], shown: str
+) -> list[str]:
+    """The second pass: each hard link's target must be a regular file (not a folder, link or device) stored
+    before the link; memory is the hard links' own, however many files the archive holds."""
+    first_file: dict[str, int] = {}
+    for index, member in enumerate(members):
+        if member.isfile() and not member.mode & _PRIVILEGE_BITS:
+            normal = str(_normal(member.name))
+            if normal in hard_links and normal not in first_file:
+                first_file[normal] = index
+    found = [
+        f"execution environment {shown}: hard link {_shown(name)} -> {_shown(target)} does not name a regular file "
+        "stored before it in the archive; store the file itself"
+        for target, uses in hard_links.items()
+        for index, name in uses
+        if first_file.get(target, index) >= index
+    ]
+    return found[:_MAX_MEMBER_PROBLEMS]
+
+
+def _normal(name: str) -> PurePosixPath:
+    return PurePosixPath(posixpath.normpath(name)) if name not in ("", ".") else PurePosixPath(".")
+
+
+def _hard_link_problem(member: tarfile.TarInfo, normal: PurePosixPath, links: set[PurePosixPath]) -> str | None:
+    """A tar hard link names an earlier member; libarchive creates it with link(2) on the extracted path. It may
+    only name a regular file stored earlier in this archive (checked in the second pass), reached without a
+    symbolic link of the archive: anything else links a file of the serving instance (`/etc/passwd`,
+    `../../etc/shadow`, or through a link) into the environment, or fails the extraction."""
+    target = member.linkname
+    shown = f"hard link {_shown(member.name)} -> {_shown(target)}"
+    if target.startswith("/"):
+        return f"{shown} is absolute: it names a file of the serving instance (ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS)"
+    if ".." in PurePosixPath(target).parts:
+        return f"{shown} contains '..' (ARCHIVE_EXTRACT_SECURE_NODOTDOT)"
+    resolved = _normal(target)
+    if resolved in links or any(parent in links for parent in resolved.parents):
+        return f"{shown} goes through a symbolic link of the archive (ARCHIVE_EXTRACT_SECURE_SYMLINKS)"
+    if normal == resolved:
+        return f"{shown} names itself"
+    return None
+
+
+def _size_message(compressed: int) -> str:
+    return (
+        f"its files add up to more than {MAX_UNPACKED_BYTES} bytes ({MAX_UNPACKED_BYTES >> 30} GiB) unpacked (the "
+        f"archive is {compressed} bytes); the python backend unpacks it on the serving instance's disk at every load"
+    )
 
 
 def _shown(name: str) -> str:
