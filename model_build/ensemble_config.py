@@ -27,17 +27,16 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as mc
 
 from model_build.atomic import write_atomically
+from model_build.check.ensemble import MAX_ENSEMBLE_DEPTH, nesting_message
 from model_build.check.problems import Problem
 from model_build.check.schema import ENSEMBLE_PLATFORM, parse_config
 from model_build.errors import InvalidModelError, ModelBuildError
-from model_build.model_tree import model_name_problem
+from model_build.model_tree import model_name_problem, printable, read_config_text, writable_model_folder
 from model_build.settings import ModelSettings
 
 CONFIG_FILE = "config.pbtxt"
 VERSION_FOLDER = "1"
 LATEST_VERSION = -1
-# Ensembles nest at most this deep when packaging follows steps (Triton has no limit; a cycle has none).
-MAX_ENSEMBLE_DEPTH = 16
 
 
 class EnsembleStepError(InvalidModelError):
@@ -49,18 +48,15 @@ class EnsembleStepError(InvalidModelError):
         self.field = field
 
 
-def _tensor_dims(dims: Iterable[int], composing_batches: bool, ensemble_batches: bool, where: str) -> list[int]:
-    """The ensemble tensor's dims for a composing model's dims, so that the full shapes agree."""
+def _tensor_dims(dims: Iterable[int], composing_batches: bool, ensemble_batches: bool) -> list[int] | None:
+    """The ensemble tensor's dims for a composing model's dims, so that the full shapes agree; None when an
+    unbatched model's dims leave nothing once the batching ensemble takes the first as its batch axis."""
     dims = list(dims)
     if composing_batches == ensemble_batches:
         return dims
     if composing_batches:  # the composing model's batch axis is a real axis of the unbatched ensemble
         return [-1, *dims]
-    if not dims:
-        raise InvalidModelError(
-            f"{where} has no dims to use as the ensemble's batch axis; set the ensemble's max_batch_size: 0"
-        )
-    return dims[1:]
+    return dims[1:] if len(dims) > 1 else None
 
 
 def _find_io(config: mc.ModelConfig, name: str, role: str, step: int, ensemble: str):
@@ -68,10 +64,10 @@ def _find_io(config: mc.ModelConfig, name: str, role: str, step: int, ensemble: 
     for tensor in tensors:
         if tensor.name == name:
             return tensor
-    known = ", ".join(t.name for t in tensors) or "none"
+    known = ", ".join(t.name for t in tensors[:20]) or "none"
     raise EnsembleStepError(
         f"ensemble {ensemble!r}: steps[{step}].{role}_map names {role} {name!r} of model {config.name!r}, "
-        f"which has no such {role} (its {role}s: {known})",
+        f"which has no such {role} (its {role}s: {known}{', ...' if len(tensors) > 20 else ''})",
         step,
         f"{role}_map",
     )
@@ -93,22 +89,35 @@ def build_ensemble_config(settings: ModelSettings, composing: Mapping[str, mc.Mo
             scheduled.input_map[key] = value
         for key, value in sorted(step.output_map.items()):
             scheduled.output_map[key] = value
-    # The ensemble's own tensors take type and dims from the step that reads (input) or writes (output) them.
+    # The ensemble's own tensors take type and dims from the step that reads (input) or writes (output) them
+    # first: one pass over the maps builds the lookup (a scan per tensor was quadratic in the tensor count).
     for role, tensor_names, tensors in (
         ("input", settings.ensemble.inputs, config.input),
         ("output", settings.ensemble.outputs, config.output),
     ):
+        first_use: dict[str, tuple[int, str]] = {}
+        for index, step in enumerate(steps):
+            for key, value in getattr(step, f"{role}_map").items():
+                first_use.setdefault(value, (index, key))
+        ios: dict[int, dict[str, object]] = {}
         for tensor_name in tensor_names:
-            index, step, model_tensor = next(
-                (i, s, key)
-                for i, s in enumerate(steps)
-                for key, value in getattr(s, f"{role}_map").items()
-                if value == tensor_name
-            )
+            index, model_tensor = first_use[tensor_name]
+            step = steps[index]
             source = composing[step.model]
-            io = _find_io(source, model_tensor, role, index, settings.name)
-            where = f"ensemble {settings.name!r}: {role} {tensor_name!r} ({role} {model_tensor!r} of {step.model!r})"
-            dims = _tensor_dims(io.dims, source.max_batch_size > 0, ensemble_batches, where)
+            if index not in ios:
+                ios[index] = {io.name: io for io in (source.input if role == "input" else source.output)}
+            io = ios[index].get(model_tensor) or _find_io(source, model_tensor, role, index, settings.name)
+            dims = _tensor_dims(io.dims, source.max_batch_size > 0, ensemble_batches)
+            if dims is None:
+                raise EnsembleStepError(
+                    f"ensemble {settings.name!r} batches (max_batch_size {settings.max_batch_size}) but "
+                    f"steps[{index}]'s model {step.model!r} does not (max_batch_size 0): Triton takes the first of "
+                    f"its {role} {model_tensor!r}'s dims {list(io.dims)} as the batch axis, which leaves the "
+                    f"ensemble {role} {tensor_name!r} no dims. Set the ensemble's max_batch_size: 0, or give "
+                    f"{step.model!r} a batch axis (max_batch_size > 0)",
+                    index,
+                    f"{role}_map",
+                )
             tensors.add(name=tensor_name, data_type=io.data_type, dims=dims)
     if settings.response_cache:
         config.response_cache.enable = True
@@ -167,17 +176,15 @@ def generate_ensemble(settings: ModelSettings, composing_texts: Mapping[str, str
 
 
 def read_composing_configs(repository: Path, settings: ModelSettings) -> dict[str, str]:
-    """REPO/<model>/config.pbtxt of each composing model, as text."""
+    """REPO/<model>/config.pbtxt of each composing model, as text (regular files only: model_tree.read_config_text)."""
     texts: dict[str, str] = {}
     missing = []
     for model in settings.composing_models:
         path = Path(repository) / model / CONFIG_FILE
         try:
-            texts[model] = path.read_text(encoding="utf-8")
+            texts[model] = read_config_text(path)
         except FileNotFoundError:
             missing.append(str(path))
-        except (OSError, UnicodeDecodeError) as error:
-            raise InvalidModelError(f"{path}: cannot be read ({error})") from None
     if missing:
         raise InvalidModelError(
             f"ensemble {settings.name!r} needs its composing models' configs first; missing: {', '.join(missing)} "
@@ -188,37 +195,54 @@ def read_composing_configs(repository: Path, settings: ModelSettings) -> dict[st
 
 def write_ensemble(repository: Path, settings: ModelSettings) -> Path:
     """Generate REPO/<ensemble>/config.pbtxt (and the empty version folder 1/) from REPO's composing configs."""
-    text = generate_ensemble(settings, read_composing_configs(repository, settings))
     folder = Path(repository) / settings.name
-    (folder / VERSION_FOLDER).mkdir(parents=True, exist_ok=True)
-    write_atomically(folder / CONFIG_FILE, text.encode())
-    return folder / CONFIG_FILE
+    writable_model_folder(folder)
+    version, config = folder / VERSION_FOLDER, folder / CONFIG_FILE
+    if version.is_symlink() or (version.exists() and not version.is_dir()):
+        raise InvalidModelError(
+            f"{printable(str(version))}: is not a folder; the ensemble's version folder {VERSION_FOLDER}/ must be an "
+            "(empty) folder. Remove it; nothing was written"
+        )
+    if config.is_symlink() or (config.exists() and not config.is_file()):
+        raise InvalidModelError(
+            f"{printable(str(config))}: is not a regular file (a folder, link or special file); remove it so the "
+            "generated config can be written; nothing was written"
+        )
+    text = generate_ensemble(settings, read_composing_configs(repository, settings))
+    version.mkdir(parents=True, exist_ok=True)
+    write_atomically(config, text.encode())
+    return config
 
 
 def composing_closure(repository: Path, models: Iterable[str]) -> list[str]:
     """`models` and, for each ensemble among them, every model its steps name (recursively), sorted.
 
     Read from REPO/<model>/config.pbtxt; a step naming a folder that is missing is refused here, so a
-    packaged ensemble never lacks a composing model.
+    packaged ensemble never lacks a composing model. Ensembles nesting deeper than MAX_ENSEMBLE_DEPTH below a
+    requested model are refused with `check`'s own message (model_build.check.ensemble, the same levels).
     """
     repository = Path(repository)
+    models = list(models)
+    steps: dict[str, list[str]] = {}  # ensemble -> the models its steps name
     found: set[str] = set()
-    pending = [(model, 0) for model in models]
+    pending = list(models)
     while pending:
-        model, depth = pending.pop()
+        model = pending.pop()
         if model in found:
             continue
         found.add(model)
         path = repository / model / CONFIG_FILE
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            text = read_config_text(path)
+        except FileNotFoundError:
             continue  # the folder's own problems are reported by the scan and check
+        except InvalidModelError as error:
+            # A FIFO, device, link or oversized file: refused here, before anything reads it whole or waits on it.
+            raise InvalidModelError(f"{error}; nothing was packaged") from None
         config, _ = parse_config(text, model=model)
         if config is None or config.platform != ENSEMBLE_PLATFORM:
             continue
-        if depth >= MAX_ENSEMBLE_DEPTH:
-            raise InvalidModelError(f"{path}: ensembles nest more than {MAX_ENSEMBLE_DEPTH} deep; a cycle?")
+        steps[model] = []
         for step in config.ensemble_scheduling.step:
             problem = model_name_problem(step.model_name)
             if problem:
@@ -228,5 +252,12 @@ def composing_closure(repository: Path, models: Iterable[str]) -> list[str]:
                     f"{path}: ensemble {model!r} step model {step.model_name!r} has no folder in {repository}; "
                     "put every composing model in the repository"
                 )
-            pending.append((step.model_name, depth + 1))
+            steps[model].append(step.model_name)
+            pending.append(step.model_name)
+    for model in models:
+        level = {model} if model in steps else set()
+        for _ in range(MAX_ENSEMBLE_DEPTH):
+            level = {upstream for name in level for upstream in steps[name] if upstream in steps}
+        if level:
+            raise InvalidModelError(f"{repository / model / CONFIG_FILE}: {nesting_message(model)}")
     return sorted(found)

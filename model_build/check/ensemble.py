@@ -25,9 +25,26 @@ WILDCARD = -1
 NOT_FATAL_RULES = {"version-folder"}
 
 
+# Ensembles nest at most this deep: an ensemble whose step is an ensemble whose step is ... counts one level per
+# ensemble. Triton sets no limit; ours is far above any real pipeline and keeps `check` and `package` (which follows
+# the steps to collect the composing folders, model_build.ensemble_config.composing_closure) bounded and agreeing.
+MAX_ENSEMBLE_DEPTH = 16
+
+
+def nesting_message(name: str) -> str:
+    """The one message for an ensemble nested too deep, from `check` and from `package`."""
+    return (
+        f"ensemble {name} nests ensembles more than {MAX_ENSEMBLE_DEPTH} deep (a step's model is an ensemble whose "
+        "step's model is an ensemble ...; a cycle of ensembles nests without end); flatten the pipeline"
+    )
+
+
 @dataclass(eq=False)
 class _Tensor:
-    """Triton's TensorNode: an ensemble tensor, the model its type and shape come from, its decoupled label."""
+    """Triton's TensorNode: an ensemble tensor, the model its type and shape come from, its decoupled label.
+
+    Triton links every output of a step to every input of it (prev/next); here the step is a node of its own
+    (`_Step`, Triton's "sibling"), so a step of N inputs and M outputs costs N + M links, not N x M."""
 
     model: str
     data_type: int = pb.TYPE_INVALID
@@ -36,9 +53,20 @@ class _Tensor:
     is_decoupled: bool = False
     label: int = 0
     visited: bool = False
-    prev: list[_Tensor] = field(default_factory=list)
-    next: list[_Tensor] = field(default_factory=list)
-    sibling: _Tensor | None = None
+    consumers: list[_Step] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class _Step:
+    """One step (or the ensemble's sink): its input and output tensors, the label its outputs share, and how many
+    of its inputs are not visited yet (each mapping counts, as Triton's prev list holds each)."""
+
+    model: str
+    inputs: list[_Tensor] = field(default_factory=list)
+    outputs: list[_Tensor] = field(default_factory=list)
+    label: int = 0
+    visited: bool = False
+    pending: int = 0
 
 
 def _tensor(model: str, batching: bool, data_type: int, dims) -> _Tensor:
@@ -71,8 +99,11 @@ def _consistency(lhs: _Tensor, rhs: _Tensor, prefix: str) -> str | None:
     return None
 
 
-def _map_step(ensemble: str, step, model: ModelConfig, decoupled: bool, tensors: dict[str, _Tensor]) -> str | None:
-    """Triton's ValidateTensorMapping for one step: first problem or None; links the tensors."""
+def _map_step(
+    ensemble: str, step, model: ModelConfig, decoupled: bool, tensors: dict[str, _Tensor]
+) -> tuple[str | None, _Step | None]:
+    """Triton's ValidateTensorMapping for one step: (first problem or None, the step's node linking its tensors).
+    Dictionary lookups throughout: a scan of the map per input was quadratic in the step's tensor count."""
     step_model = step.model_name
     batching = model.max_batch_size > 0
     input_names = {io.name for io in model.input}
@@ -81,32 +112,31 @@ def _map_step(ensemble: str, step, model: ModelConfig, decoupled: bool, tensors:
             return (
                 f"in ensemble {ensemble}, ensemble tensor {tensor_name} is mapping to non-existing input "
                 f"{model_input} in model {step_model}"
-            )
+            ), None
     for model_input in model.input:
-        mapped = [tensor_name for key, tensor_name in step.input_map.items() if key == model_input.name]
-        if not mapped:
+        if model_input.name not in step.input_map:
             if model_input.optional:
                 continue
             return (
                 f"in ensemble {ensemble}, input {model_input.name} in model {step_model} is not mapped to any "
                 "ensemble tensors"
-            )
+            ), None
+        tensor_name = step.input_map[model_input.name]
         node = _tensor(step_model, batching, model_input.data_type, model_input.dims)
-        existing = tensors.get(mapped[0])
+        existing = tensors.get(tensor_name)
         if existing is not None:
-            error = _consistency(existing, node, f"in ensemble {ensemble}, ensemble tensor {mapped[0]}: ")
+            error = _consistency(existing, node, f"in ensemble {ensemble}, ensemble tensor {tensor_name}: ")
             if error:
-                return error
+                return error, None
         else:
-            tensors[mapped[0]] = node
+            tensors[tensor_name] = node
     outputs = {io.name: io for io in model.output}
     for model_output, tensor_name in step.output_map.items():
         if model_output not in outputs:
             return (
                 f"in ensemble {ensemble}, ensemble tensor {tensor_name} is mapped from non-existing output "
                 f"{model_output} in model {step_model}"
-            )
-    sibling = _Tensor(step_model)
+            ), None
     for model_output, tensor_name in step.output_map.items():
         io = outputs[model_output]
         node = _tensor(step_model, batching, io.data_type, io.dims)
@@ -114,49 +144,58 @@ def _map_step(ensemble: str, step, model: ModelConfig, decoupled: bool, tensors:
         if existing is not None:
             error = _consistency(existing, node, f"in ensemble {ensemble}, ensemble tensor {tensor_name}: ")
             if error:
-                return error
+                return error, None
         else:
-            existing = tensors[tensor_name] = node
-        existing.sibling = sibling
-    for tensor_name in step.output_map.values():
-        produced = tensors[tensor_name]
+            tensors[tensor_name] = node
+    node = _Step(step_model)
+    node.outputs = [tensors[tensor_name] for tensor_name in step.output_map.values()]
+    for produced in node.outputs:
         produced.is_decoupled = decoupled
-        for source_name in step.input_map.values():
-            source = tensors[source_name]
-            produced.prev.append(source)
-            source.next.append(produced)
-    return None
+    node.inputs = [tensors[tensor_name] for tensor_name in step.input_map.values()]
+    for source in node.inputs:
+        source.consumers.append(node)
+    node.pending = len(node.inputs)
+    return None, node
 
 
 def _decoupled_flow(ensemble: ModelConfig, tensors: dict[str, _Tensor]) -> tuple[str | None, bool]:
-    """Triton's decoupled-branch walk: (problem or None, whether the ensemble ends up decoupled)."""
+    """Triton's decoupled-branch walk: (problem or None, whether the ensemble ends up decoupled).
+
+    A step is taken once all its inputs are visited (its `pending` count reaches 0, instead of Triton's
+    re-scanning every prev list each time one of them is reached); its outputs then get their labels as in
+    Triton: a decoupled step starts a new label, any other passes its inputs' label on, and inputs of different
+    labels meeting in one step are refused."""
     labels = 0
     queue: deque[_Tensor] = deque()
     for ensemble_input in ensemble.input:
         node = tensors[ensemble_input.name]
-        node.visited = True
-        queue.append(node)
-    while queue:
-        for node in queue.popleft().next:
-            if node.visited or not all(prev.visited for prev in node.prev):
-                continue
-            first_label = node.prev[0].label
-            if any(prev.label != first_label for prev in node.prev):
-                return (
-                    f"in ensemble {ensemble.name}, step of model '{node.model}' receives inputs originated from "
-                    "different decoupled models"
-                ), False
-            if node.sibling is not None and node.sibling.visited:
-                node.label = node.sibling.label
-            else:
-                if node.is_decoupled:
-                    labels += 1
-                node.label = labels if node.is_decoupled else first_label
-                if node.sibling is not None:
-                    node.sibling.label = node.label
-                    node.sibling.visited = True
+        if not node.visited:
             node.visited = True
             queue.append(node)
+    while queue:
+        for step in queue.popleft().consumers:
+            step.pending -= 1
+            if step.pending:
+                continue
+            first_label = step.inputs[0].label
+            for node in step.outputs:
+                if node.visited:
+                    continue
+                if any(source.label != first_label for source in step.inputs):
+                    return (
+                        f"in ensemble {ensemble.name}, step of model '{node.model}' receives inputs originated from "
+                        "different decoupled models"
+                    ), False
+                if step.visited:
+                    node.label = step.label
+                else:
+                    if node.is_decoupled:
+                        labels += 1
+                    node.label = labels if node.is_decoupled else first_label
+                    step.label = node.label
+                    step.visited = True
+                node.visited = True
+                queue.append(node)
     return None, labels != 0
 
 
@@ -169,12 +208,14 @@ def _validate_against_models(
     for io in ensemble.input:
         dims = io.reshape.shape if io.HasField("reshape") else io.dims
         tensors.setdefault(io.name, _tensor(ensemble.name, batching, io.data_type, dims))
-    sink = _Tensor(ensemble.name)
+    # The ensemble's outputs feed a sink: it is taken (and its inputs' labels compared) once all are visited.
+    sink = _Step(ensemble.name, outputs=[_Tensor(ensemble.name)])
     for io in ensemble.output:
         dims = io.reshape.shape if io.HasField("reshape") else io.dims
         node = tensors.setdefault(io.name, _tensor(ensemble.name, batching, io.data_type, dims))
-        sink.prev.append(node)
-        node.next.append(sink)
+        sink.inputs.append(node)
+        node.consumers.append(sink)
+    sink.pending = len(sink.inputs)
     for step in ensemble.ensemble_scheduling.step:
         model = configs[step.model_name]
         if model.max_batch_size != 0 and model.max_batch_size < ensemble.max_batch_size:
@@ -182,30 +223,47 @@ def _validate_against_models(
                 f"ensemble {ensemble.name} allows maximum batch size {ensemble.max_batch_size}, but it contains model "
                 f"{step.model_name} which only allows maximum batch size to be {model.max_batch_size}"
             ), False
-        error = _map_step(ensemble.name, step, model, decoupled[step.model_name], tensors)
+        error, _ = _map_step(ensemble.name, step, model, decoupled[step.model_name], tensors)
         if error:
             return error, False
     return _decoupled_flow(ensemble, tensors)
 
 
-def _cycle(models: Mapping[str, CheckedModel], start: str) -> str | None:
-    """Triton's CircularDependencyCheck: walks upstream from `start` until it comes back."""
-    seen: set[str] = set()
+def _step_models(models: Mapping[str, CheckedModel], name: str) -> list[str]:
+    model = models[name]
+    if not model.is_ensemble or model.config is None:
+        return []
+    return [s.model_name for s in model.config.ensemble_scheduling.step if s.model_name in models]
 
-    def walk(current: str) -> str | None:
-        seen.add(current)
-        config = models[current].config
-        for step in config.ensemble_scheduling.step if models[current].is_ensemble else ():
-            upstream = step.model_name
+
+def _too_deep(models: Mapping[str, CheckedModel], start: str) -> bool:
+    """Whether ensembles nest more than MAX_ENSEMBLE_DEPTH levels below `start` (itself the first level): a walk
+    of at most that many levels, whatever the repository holds."""
+    level = {start}
+    for _ in range(MAX_ENSEMBLE_DEPTH):
+        level = {up for name in level for up in _step_models(models, name) if models[up].is_ensemble}
+        if not level:
+            return False
+    return True
+
+
+def _cycle(models: Mapping[str, CheckedModel], start: str) -> str | None:
+    """Triton's CircularDependencyCheck: walks upstream from `start` (depth first, in step order) until it comes
+    back. An explicit stack: a chain of thousands of ensembles must not exhaust Python's recursion limit."""
+    seen = {start}
+    stack = [(start, iter(_step_models(models, start)))]
+    while stack:
+        current, upstreams = stack[-1]
+        for upstream in upstreams:
             if upstream == start:
                 return f"circular dependency between ensembles: {start} -> ... -> {current} -> {start}"
-            if upstream in models and upstream not in seen:
-                found = walk(upstream)
-                if found:
-                    return found
-        return None
-
-    return walk(start)
+            if upstream not in seen:
+                seen.add(upstream)
+                stack.append((upstream, iter(_step_models(models, upstream))))
+                break
+        else:
+            stack.pop()
+    return None
 
 
 class _EnsembleChecker:
@@ -244,6 +302,9 @@ class _EnsembleChecker:
         cycle = _cycle(self.models, name)
         if cycle:
             self.fail(name, "ensemble_scheduling.step.model_name", cycle, "ensemble-cycle")
+            return
+        if _too_deep(self.models, name):
+            self.fail(name, "ensemble_scheduling.step.model_name", nesting_message(name), "ensemble-depth")
             return
         required: dict[str, set[int]] = {}
         for step in steps:

@@ -13,6 +13,17 @@ from dataclasses import dataclass, field
 
 from model_build.check.problems import Problem
 from model_build.check.schema import ENSEMBLE_PLATFORM, ModelConfig
+from model_build.settings import MAX_STEP_TENSORS
+
+
+@dataclass(eq=False)
+class _FlowStep:
+    """One step: Triton links each of its outputs to each of its inputs; one node in between is the same flow
+    at N + M links instead of N x M. `pending`: inputs not ready yet (each mapping counts)."""
+
+    inputs: list[_FlowTensor] = field(default_factory=list)
+    outputs: list[_FlowTensor] = field(default_factory=list)
+    pending: int = 0
 
 
 @dataclass(eq=False)
@@ -20,8 +31,12 @@ class _FlowTensor:
     name: str
     is_output: bool
     ready: bool = False
-    prev: list[_FlowTensor] = field(default_factory=list)
-    next: list[_FlowTensor] = field(default_factory=list)
+    producer: _FlowStep | None = None  # the step writing it (its `prev` are that step's inputs)
+    consumers: list[_FlowStep] = field(default_factory=list)  # the steps reading it (its `next`)
+
+    @property
+    def prev(self) -> list[_FlowTensor]:
+        return self.producer.inputs if self.producer is not None else []
 
 
 def _build_flow_graph(config: ModelConfig) -> tuple[dict[str, _FlowTensor], tuple[str, str] | None]:
@@ -36,7 +51,15 @@ def _build_flow_graph(config: ModelConfig) -> tuple[dict[str, _FlowTensor], tupl
             return tensors, (f"{where}.input_map", f"must specify 'input_map' in step {index} of ensemble '{name}'")
         if not step.output_map:
             return tensors, (f"{where}.output_map", f"must specify 'output_map' in step {index} of ensemble '{name}'")
-        produced: list[_FlowTensor] = []
+        for map_name in ("input_map", "output_map"):
+            count = len(getattr(step, map_name))
+            if count > MAX_STEP_TENSORS:
+                return tensors, (
+                    f"{where}.{map_name}",
+                    f"step {index} of ensemble '{name}' maps {count} tensors in its {map_name}; at most "
+                    f"{MAX_STEP_TENSORS} are checked (the stage config's limit; Triton sets none): split the step",
+                )
+        flow = _FlowStep()
         for tensor_name in step.output_map.values():
             tensor = tensors.get(tensor_name)
             if tensor is None:
@@ -49,14 +72,15 @@ def _build_flow_graph(config: ModelConfig) -> tuple[dict[str, _FlowTensor], tupl
                 )
             else:
                 tensor.is_output = True
-            produced.append(tensor)
+            tensor.producer = flow
+            flow.outputs.append(tensor)
         # A protobuf map cannot hold one key twice (the text parser keeps the last), so the input side
         # needs no "mapped to multiple ensemble tensors" check here.
         for tensor_name in step.input_map.values():
             tensor = tensors.setdefault(tensor_name, _FlowTensor(tensor_name, is_output=False))
-            for output in produced:
-                output.prev.append(tensor)
-                tensor.next.append(output)
+            flow.inputs.append(tensor)
+            tensor.consumers.append(flow)
+        flow.pending = len(flow.inputs)
     return tensors, None
 
 
@@ -131,13 +155,17 @@ def ensemble_scheduling_problems(config: ModelConfig) -> Iterator[Problem]:
                 "ensemble-data-flow",
             )
             continue
-        tensor.ready = True
-        ready_queue.append(tensor)
+        if not tensor.ready:  # (an input listed twice is one tensor: counted once)
+            tensor.ready = True
+            ready_queue.append(tensor)
     while ready_queue:
-        for candidate in ready_queue.popleft().next:
-            if not candidate.ready and all(prev.ready for prev in candidate.prev):
-                candidate.ready = True
-                ready_queue.append(candidate)
+        for flow in ready_queue.popleft().consumers:
+            flow.pending -= 1
+            if flow.pending == 0:  # every input ready: its outputs are (Triton: all(prev.ready))
+                for candidate in flow.outputs:
+                    if not candidate.ready:
+                        candidate.ready = True
+                        ready_queue.append(candidate)
     outputs: set[str] = set()
     flow_problems: list[Problem] = []
     for index, ensemble_output in enumerate(config.output):
@@ -156,7 +184,7 @@ def ensemble_scheduling_problems(config: ModelConfig) -> Iterator[Problem]:
         yield from flow_problems
         return
     for tensor in tensors.values():
-        if tensor.name not in outputs and (not tensor.ready or not tensor.next):
+        if tensor.name not in outputs and (not tensor.ready or not tensor.consumers):
             yield Problem(
                 name,
                 "ensemble_scheduling",
