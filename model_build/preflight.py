@@ -81,15 +81,12 @@ def preflight_problems(
             read_locked_requirements(base_dir / environment.requirements, shown=environment.requirements)
         except ModelBuildError as error:
             problems.append(("environment.requirements", " ".join(str(error).splitlines())))
-    value = execution_env_value(settings)
-    if value is not None:
-        config = base_dir / settings.source.path / "config.pbtxt"
-        try:  # what `model_build config` will add must agree with what the folder's config says
-            with_execution_env(config.read_text(encoding="utf-8"), value, f"{settings.source.path}/config.pbtxt")
-        except (OSError, UnicodeDecodeError):
-            pass  # a folder without a readable config.pbtxt is reported by the build's check
-        except ModelBuildError as error:
-            problems.append(("environment", " ".join(str(error).splitlines())))
+    if environment is not None and environment.archive is not None:
+        problems += [("environment.archive", message) for message in _archive_problems(base_dir, environment.archive)]
+    if settings.platform == "python" and settings.source is not None and settings.source.kind == "path":
+        problems += python_config_problems(
+            settings, instance_type_name=instance_type_name, triton_release=triton_release, base_dir=base_dir
+        )
     if settings.source is None or settings.source.kind != "path" or settings.platform not in ONNX_PLATFORMS:
         return problems
     from model_build import pbtxt
@@ -114,6 +111,137 @@ def preflight_problems(
     return problems
 
 
+# A prebuilt environment is read whole to judge it (gzip to the end): once per file and process, however many
+# endpoints serve the model.
+_ARCHIVE_VERDICTS: dict[tuple, list[str]] = {}
+
+
+def _archive_problems(base_dir: Path, archive: str) -> list[str]:
+    """`model_build check`'s verdict on a prebuilt environment archive (model_build.check.environment), at synth.
+    A missing file is the source check's to report (model_build.source_paths)."""
+    from model_build.check.environment import archive_problems
+
+    path = base_dir / archive
+    try:
+        info = path.stat()
+    except OSError:
+        return []
+    key = (str(path.resolve()), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    if key not in _ARCHIVE_VERDICTS:
+        _ARCHIVE_VERDICTS[key] = [" ".join(m.split()) for m in archive_problems(path, archive)]
+    return _ARCHIVE_VERDICTS[key]
+
+
+def python_config_problems(
+    settings: ModelSettings, *, instance_type_name: str, triton_release: str, base_dir: Path
+) -> list[tuple[str, str]]:
+    """A python model's own config.pbtxt (its source folder's, as `model_build config` completes it) judged at
+    synth: `model_build check`'s single-model rules for the endpoint's instance type (a KIND_GPU group on a CPU
+    instance, GPU ids), its `name` against the stage's model name, EXECUTION_ENV_PATH against `environment:`,
+    and every one of max_batch_size, dynamic_batching and instance_groups the stage config states against the
+    file: Triton loads the file, so a stage value that differs would be silently ignored while the instance-type
+    checks trusted it."""
+    from model_build.check import check_model_config
+    from model_build.model_tree import read_config_text
+
+    shown = f"{settings.source.path.rstrip('/')}/config.pbtxt"
+    try:
+        text = read_config_text(base_dir / settings.source.path / "config.pbtxt", shown)
+    except FileNotFoundError:
+        return [("source.path", f"{shown} does not exist: a python model's folder holds its own config.pbtxt")]
+    except ModelBuildError as error:
+        return [("source.path", str(error))]
+    value = execution_env_value(settings)
+    if value is not None:
+        try:  # what `model_build config` will add must agree with what the folder's config says
+            text = with_execution_env(text, value, shown)[0]
+        except ModelBuildError as error:
+            return [("environment", " ".join(str(error).splitlines()))]
+    found = check_model_config(
+        text, model_name=settings.name, instance_type=instance_type_name, triton_release=triton_release
+    )
+    problems = [("source.path", f"{shown} fails check: {problem}") for problem in found]
+    if not any(problem.rule == "schema" for problem in found):
+        problems += _stage_disagreements(settings, text, shown)
+    return problems
+
+
+def _stage_disagreements(settings: ModelSettings, text: str, shown: str) -> list[tuple[str, str]]:
+    """(stage field, message) for each value the stage config writes that the folder's config.pbtxt contradicts.
+    Keys the stage config leaves out are not compared: the file alone says them."""
+    from model_build.check.schema import parse_config
+
+    config, _ = parse_config(text, model=settings.name, source=shown)
+    if config is None:
+        return []
+    written = settings.model_fields_set
+    found: list[tuple[str, str, object, object]] = []  # (stage field, file field, stage value, file value)
+    if "max_batch_size" in written:
+        found.append(("max_batch_size", "max_batch_size", settings.max_batch_size, config.max_batch_size))
+    if "dynamic_batching" in written:
+        batching = settings.dynamic_batching
+        has = config.HasField("dynamic_batching")
+        stated = batching.model_fields_set
+        if "enabled" in stated or not has:
+            found.append(
+                (
+                    "dynamic_batching.enabled",
+                    "dynamic_batching",
+                    str(batching.enabled).lower(),
+                    "{...}" if has else "absent",
+                )
+            )
+        if has and "preferred_batch_sizes" in stated:
+            preferred = list(config.dynamic_batching.preferred_batch_size)
+            found.append(
+                (
+                    "dynamic_batching.preferred_batch_sizes",
+                    "dynamic_batching.preferred_batch_size",
+                    batching.preferred_batch_sizes,
+                    preferred,
+                )
+            )
+        if has and "max_queue_delay_microseconds" in stated:
+            delay = config.dynamic_batching.max_queue_delay_microseconds
+            found.append(
+                (
+                    "dynamic_batching.max_queue_delay_microseconds",
+                    "dynamic_batching.max_queue_delay_microseconds",
+                    batching.max_queue_delay_microseconds,
+                    delay,
+                )
+            )
+    if "instance_groups" in written:
+        groups = config.instance_group
+        if len(groups) != len(settings.instance_groups):
+            counts = (f"{len(settings.instance_groups)} groups", f"{len(groups)} groups")
+            found.append(("instance_groups", "instance_group", *counts))
+        else:
+            from tritonclient.grpc import model_config_pb2 as mc
+
+            for index, (group, stated) in enumerate(zip(settings.instance_groups, groups, strict=True)):
+                if "kind" in group.model_fields_set:
+                    kind = mc.ModelInstanceGroup.Kind.Name(stated.kind)  # unset: KIND_AUTO
+                    found.append((f"instance_groups[{index}].kind", f"instance_group[{index}].kind", group.kind, kind))
+                if "count" in group.model_fields_set:
+                    count = stated.count or 1  # Triton's default count
+                    found.append(
+                        (f"instance_groups[{index}].count", f"instance_group[{index}].count", group.count, count)
+                    )
+    # dynamic_batching.enabled compares "true"/"false" with "{...}"/"absent": they agree when enabled <=> present.
+    agree = {("true", "{...}"), ("false", "absent")}
+    return [
+        (
+            field,
+            f"is {stage} but {shown} has {file_field} {actual}: Triton loads the folder's config.pbtxt, so the stage "
+            "value would be ignored while the instance-type checks trust it; make them agree, or leave the key out of "
+            "the stage config (the file then says it alone)",
+        )
+        for field, file_field, stage, actual in found
+        if stage != actual and (stage, actual) not in agree
+    ]
+
+
 def composing_config_text(
     settings: ModelSettings, *, instance_type_name: str, triton_release: str, base_dir: Path, fleet
 ) -> str | None:
@@ -122,7 +250,9 @@ def composing_config_text(
     if source is None or source.kind != "path":
         return None
     if settings.platform == "python":
-        text = (base_dir / source.path / "config.pbtxt").read_text(encoding="utf-8")
+        from model_build.model_tree import read_config_text
+
+        text = read_config_text(base_dir / source.path / "config.pbtxt", f"{source.path.rstrip('/')}/config.pbtxt")
         value = execution_env_value(settings)
         return with_execution_env(text, value, f"{source.path}/config.pbtxt")[0] if value else text
     if settings.platform in ONNX_PLATFORMS:

@@ -31,8 +31,13 @@ MAX_DIM = 2**31 - 1
 # published pipeline (a handful of steps) and keep a hostile config from costing minutes at synth.
 MAX_ENSEMBLE_STEPS = 64
 MAX_STEP_TENSORS = 256
-# Triton tensor names are free text; the bound matches TensorRT shape input names (ShapeRange.input).
-TensorName = Annotated[str, Field(min_length=1, max_length=256)]
+# Triton tensor names are free text; ours are 1-256 characters (the bound of TensorRT shape input names,
+# ShapeRange.input) without whitespace or control characters: a NUL, a newline or a lone space in a name
+# breaks the config.pbtxt, the request JSON and every log line that quotes it.
+TENSOR_NAME_PATTERN = r"^[^\s\x00-\x1f\x7f]+$"
+TensorName = Annotated[str, Field(min_length=1, max_length=256, pattern=TENSOR_NAME_PATTERN)]
+# An ensemble's declared interface (`ensemble.inputs` / `ensemble.outputs`): at most every tensor its steps map.
+MAX_ENSEMBLE_TENSORS = MAX_ENSEMBLE_STEPS * MAX_STEP_TENSORS
 # The packed environment's place in the model folder (brief: `<model folder>/python_env.tar.gz`) and the
 # requirements file the build packs it from (`model_build package --environment-python`).
 PACKED_ENVIRONMENT_NAME = "python_env.tar.gz"
@@ -219,12 +224,37 @@ class EnsembleStep(StrictModel):
 
 
 class EnsembleSettings(StrictModel):
-    """The steps of a `platform: ensemble` model; its inputs and outputs are derived from them."""
+    """The steps of a `platform: ensemble` model, and optionally its interface.
+
+    The ensemble's inputs are derived as the tensors a step reads and no step writes, its outputs as the tensors a
+    step writes and none reads. `inputs` / `outputs`, when given, declare them: the derived ones must be exactly
+    those (so a misspelt tensor in a map cannot silently become a new input or output), and they set the order of
+    the config's `input` / `output`. Without them, a derived input whose name is near the name of a tensor a step
+    writes (see `near_names`) is refused as a likely typo.
+    """
+
+    model_config = ConfigDict(populate_by_name=True)
 
     steps: list[EnsembleStep] = Field(
         min_length=1,
         max_length=MAX_ENSEMBLE_STEPS,
         description="The steps (1-64), each naming a configured non-ensemble model; each tensor written once.",
+    )
+    declared_inputs: list[TensorName] | None = Field(
+        default=None,
+        alias="inputs",
+        min_length=1,
+        max_length=MAX_ENSEMBLE_TENSORS,
+        description="The ensemble's inputs, in order: exactly the tensors a step reads and none writes. Default: "
+        "derived from the steps.",
+    )
+    declared_outputs: list[TensorName] | None = Field(
+        default=None,
+        alias="outputs",
+        min_length=1,
+        max_length=MAX_ENSEMBLE_TENSORS,
+        description="The ensemble's outputs, in order: exactly the tensors a step writes and none reads. Default: "
+        "derived from the steps.",
     )
 
     @model_validator(mode="after")
@@ -237,17 +267,108 @@ class EnsembleSettings(StrictModel):
             raise ValueError(f"ensemble tensors {twice} are written by several steps' output_map; write each once")
         return self
 
+    @model_validator(mode="after")
+    def _interface(self) -> EnsembleSettings:
+        for role, declared, derived in (
+            ("inputs", self.declared_inputs, self.derived_inputs),
+            ("outputs", self.declared_outputs, self.derived_outputs),
+        ):
+            if declared is None:
+                continue
+            twice = repeated(declared)
+            if twice:
+                raise ValueError(f"ensemble.{role} lists {twice} more than once")
+            missing = [t for t in derived if t not in set(declared)]
+            extra = [t for t in declared if t not in set(derived)]
+            if missing or extra:
+                what = (
+                    "read by a step and written by none" if role == "inputs" else "written by a step and read by none"
+                )
+                parts = []
+                if missing:
+                    parts.append(f"the steps also make {_listed(missing)} an ensemble {role[:-1]}")
+                if extra:
+                    parts.append(f"{_listed(extra)} {'is' if len(extra) == 1 else 'are'} not")
+                raise ValueError(
+                    f"ensemble.{role} {_listed(declared)} must be exactly the tensors {what}: {'; '.join(parts)} "
+                    f"(derived from the steps: {_listed(derived)}); fix the step maps or the declaration"
+                )
+        if self.declared_inputs is None:
+            written = {t: i for i, step in enumerate(self.steps) for t in step.output_map.values()}
+            for tensor in self.derived_inputs:
+                close = [name for name in written if near_names(tensor, name)]
+                if close:
+                    reader = next(i for i, step in enumerate(self.steps) if tensor in step.input_map.values())
+                    raise ValueError(
+                        f"steps[{reader}].input_map reads {tensor!r}, which no step writes, so it would become an "
+                        f"ensemble input; steps[{written[close[0]]}] writes {close[0]!r}. If that is the tensor meant, "
+                        f"fix the map; if {tensor!r} is an input on purpose, declare the interface with "
+                        "ensemble.inputs and ensemble.outputs"
+                    )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _declared_as_written(self, handler):
+        """Dumped under the keys a stage config uses, and left out when not declared (an ensemble without them
+        dumps as before: same build document, same artifact digest)."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for field, key in (("declared_inputs", "inputs"), ("declared_outputs", "outputs")):
+                value = data.pop(field, None)
+                if value is not None:
+                    data[key] = value
+        return data
+
     @property
-    def inputs(self) -> list[str]:
+    def derived_inputs(self) -> list[str]:
         """Ensemble tensors read by a step and written by none, in order of first use."""
         written = {tensor for step in self.steps for tensor in step.output_map.values()}
         return _unique(t for step in self.steps for t in step.input_map.values() if t not in written)
 
     @property
-    def outputs(self) -> list[str]:
+    def derived_outputs(self) -> list[str]:
         """Ensemble tensors written by a step and read by none, in step order."""
         read = {tensor for step in self.steps for tensor in step.input_map.values()}
         return _unique(t for step in self.steps for t in step.output_map.values() if t not in read)
+
+    @property
+    def inputs(self) -> list[str]:
+        """The ensemble's inputs, in config order: as declared, else as derived."""
+        return list(self.declared_inputs) if self.declared_inputs is not None else self.derived_inputs
+
+    @property
+    def outputs(self) -> list[str]:
+        """The ensemble's outputs, in config order: as declared, else as derived."""
+        return list(self.declared_outputs) if self.declared_outputs is not None else self.derived_outputs
+
+
+def near_names(a: str, b: str) -> bool:
+    """Whether two different tensor names look like one misspelt: equal but for case, `_` and `-`, or (both at
+    least 3 characters) one character inserted, removed, replaced or two neighbours swapped, where a digit
+    replaced by another digit does not count (`input0` and `input1` are a series, not a typo)."""
+    if a == b:
+        return False
+    fold = str.maketrans("", "", "_-")
+    if a.lower().translate(fold) == b.lower().translate(fold):
+        return True
+    if min(len(a), len(b)) < 3 or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        if len(diff) == 1:
+            i = diff[0]
+            return not (a[i].isdigit() and b[i].isdigit())
+        return len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    i = 0
+    while i < len(short) and short[i] == long[i]:
+        i += 1
+    return short[i:] == long[i + 1 :]
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(repr(name) for name in names[:10])
+    return f"[{shown}{', ...' if len(names) > 10 else ''}]"
 
 
 def _unique(values) -> list[str]:
@@ -449,6 +570,10 @@ class ModelSettings(StrictModel):
     def uses_gpu(self) -> bool:
         if self.platform == "ensemble":
             return False  # its composing models say where they run
+        if self.platform == "python" and "instance_groups" not in self.model_fields_set:
+            # Its folder's config.pbtxt says where it runs, not the schema's default (checked for each endpoint's
+            # instance type at synth by model_build.preflight).
+            return False
         return any(group.kind == "KIND_GPU" for group in self.instance_groups)
 
     @property
