@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
+from contextlib import contextmanager
 
 from model_build.commands import COMMAND_MODULES
 from model_build.errors import ToolError
@@ -29,14 +31,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_cli(build_parser(), argv)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, like Ctrl-C's KeyboardInterrupt: every `finally` and cleanup runs
+    (temporary archives removed, a pip's process group ended, work folders deleted) before the exit."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    # Once: a second SIGTERM while the cleanup runs must not cut the cleanup short (SIGKILL still ends it all).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Terminated
+
+
+@contextmanager
+def _sigterm_as_exception():
+    """Python's default for SIGTERM ends the process on the spot, skipping every `finally`; CodeBuild, a CI
+    runner or `kill` stop a command with it. Handled like SIGINT while a command runs (main thread only)."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    except ValueError:  # not the main thread: signals cannot be handled there
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
     """Parse and run; the one place errors become exit codes (shared with endpoint_client's CLI)."""
     args = parser.parse_args(argv)  # usage errors exit 2 from argparse
     try:
-        return int(args.run(args))
+        with _sigterm_as_exception():
+            return int(args.run(args))
     except ToolError as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 1
+    except Terminated:
+        print("ERROR: terminated (SIGTERM); stopped and cleaned up", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("ERROR: interrupted", file=sys.stderr)
         return 130

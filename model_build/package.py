@@ -280,8 +280,9 @@ def _pack_environments(repository: Path, models: Sequence[str], options: Environ
             f"python models {listed} need {PACKED_ENVIRONMENT_NAME} packed from their {REQUIREMENTS_NAME} "
             "(EXECUTION_ENV_PATH names it): pass --environment-python PY, the serving image's python3"
         )
-    from model_build.python_env import DEFAULT_CACHE, packed_environment
+    from model_build.python_env import DEFAULT_CACHE, packed_environment, refuse_cache_inside
 
+    refuse_cache_inside(options.cache_dir or DEFAULT_CACHE, repository)  # its archives would be shipped
     shown = dict(options.shown)
     return {
         model: packed_environment(

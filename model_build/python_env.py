@@ -51,12 +51,16 @@ the offline way (`--find-links DIR --no-index`), not in pip's whole output.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
 import re
+import shutil
+import signal
 import stat
 import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -65,7 +69,7 @@ from pathlib import Path
 from model_build.archive import atomic_write_archive
 from model_build.errors import InvalidModelError, MissingToolError, ModelBuildError
 from model_build.model_tree import Entry
-from model_build.requirements_lock import read_locked_requirements
+from model_build.requirements_lock import read_locked_file
 
 # Bump when the packing changes what lands in the archive: it is part of the cache key.
 PACKER_VERSION = 2
@@ -112,17 +116,64 @@ class Interpreter:
         return self.facts["version"]
 
 
+_FACT_KEYS = ("version", "implementation", "platform", "soabi", "libc", "platlibdir", "maxsize")
+
+
 def interpreter(python: str) -> Interpreter:
-    """Ask `python` about itself; refuse one that cannot run or has no `venv` module."""
+    """Ask `python` about itself; refuse one that cannot run or does not answer as a Python 3 interpreter."""
     try:
         result = subprocess.run([python, "-I", "-c", _FACTS], capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
+    except (OSError, subprocess.TimeoutExpired, ValueError) as error:
         raise MissingToolError(
             f"--environment-python {python}: cannot run it ({error}); give a Python 3 interpreter"
         ) from None
     if result.returncode != 0:
         raise MissingToolError(f"--environment-python {python}: failed ({result.stderr.strip()[-500:]})")
-    return Interpreter(python, json.loads(result.stdout))
+    try:
+        facts = json.loads(result.stdout)
+    except ValueError:
+        facts = None
+    if not isinstance(facts, dict) or any(key not in facts for key in _FACT_KEYS):
+        said = " ".join(result.stdout.split())[:200]
+        raise MissingToolError(
+            f"--environment-python {python}: did not answer as a Python 3 interpreter (asked for its version and "
+            f"platform as JSON, it printed {said!r}); give a Python 3 interpreter, in the build the serving image's "
+            "python3"
+        )
+    return Interpreter(python, facts)
+
+
+def refuse_cache_inside(cache_dir: Path, repository: Path) -> None:
+    """The environment cache must not lie inside the repository being packaged: its archives (and the work
+    folders of a pack in progress) would be taken for model files and shipped, or for a model folder."""
+    cache, repo = Path(cache_dir).resolve(), Path(repository).resolve()
+    if cache == repo or cache.is_relative_to(repo):
+        raise ModelBuildError(
+            f"--environment-cache {cache_dir}: lies inside the repository being packaged ({repository}), whose "
+            "folders are shipped; give a cache folder outside it (default: build/python-envs of the current folder)"
+        )
+
+
+def _cache_entry_problem(archive: Path) -> str | None:
+    """Why a cache entry cannot be used as it is (None: it can): not a regular file, or not a whole environment
+    archive (a truncated or emptied file, a file some other tool put there)."""
+    from model_build.check.environment import archive_problems
+
+    try:
+        info = os.lstat(archive)
+    except OSError as error:
+        return f"cannot be read ({error.strerror or error})"
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file"
+    problems = archive_problems(archive, archive.name)
+    return problems[0] if problems else None
+
+
+def _discard(archive: Path) -> None:
+    if archive.is_dir() and not archive.is_symlink():
+        shutil.rmtree(archive)
+    else:
+        archive.unlink(missing_ok=True)
 
 
 def cache_key(requirements: bytes, python: Interpreter) -> str:
@@ -148,12 +199,23 @@ def packed_environment(
     """
     requirements = Path(requirements)
     shown = shown or str(requirements)
-    read_locked_requirements(requirements, shown=shown)
-    data = requirements.read_bytes()
+    # Read once: the bytes checked are the bytes hashed into the cache key and the bytes pip installs from (its
+    # private copy below), whatever happens to the file meanwhile.
+    data, _ = read_locked_file(requirements, shown=shown)
     target = interpreter(python)
     archive = Path(cache_dir) / f"{cache_key(data, target)}.tar.gz"
-    if archive.is_file():
-        return archive
+    if os.path.lexists(archive):
+        problem = _cache_entry_problem(archive)
+        if problem is None:
+            return archive
+        print(f"note: {archive}: damaged cache entry ({problem}); discarded, packing it again", file=sys.stderr)
+        try:
+            _discard(archive)
+        except OSError as error:
+            raise ModelBuildError(
+                f"{archive}: damaged cache entry ({problem}) that cannot be removed ({error.strerror or error}); "
+                "remove it by hand"
+            ) from None
     archive.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="python-env-", dir=archive.parent) as work:
         env = Path(work) / "env"
@@ -201,16 +263,42 @@ def index_problem(output: str) -> str | None:
     return None
 
 
+def _kill_group(process: subprocess.Popen) -> None:
+    """End `process` and everything it started (pip runs pip again under the target interpreter, which runs
+    build helpers): they share the process group `_run` gave them. Then reap the leader."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
 def _run(argv: list[str], doing: str, requirements: str | None = None) -> None:
+    """Run one step of the packing in its own process group (start_new_session), so that an interruption
+    (Ctrl-C, SIGTERM: model_build.cli turns both into exceptions) or the timeout ends the whole tree, never
+    leaving a pip behind writing into a work folder that is being removed."""
     environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     # python_backend README: export PYTHONNOUSERSITE so nothing from the user's site leaks into the pack.
     environment.update(PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
     try:
-        result = subprocess.run(
-            argv, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=environment, check=False
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environment,
+            start_new_session=True,
         )
-    except (OSError, subprocess.TimeoutExpired) as error:
+    except (OSError, ValueError) as error:
         raise ModelBuildError(f"{doing} failed: {error}") from None
+    try:
+        stdout, stderr = process.communicate(timeout=PIP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        raise ModelBuildError(f"{doing} failed: no result within {PIP_TIMEOUT_S} s; stopped it") from None
+    except BaseException:
+        _kill_group(process)
+        raise
+    result = subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
     if result.returncode != 0:
         output = (result.stdout + result.stderr).strip()
         problem = index_problem(output) if requirements is not None else None
