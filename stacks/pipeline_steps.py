@@ -58,6 +58,7 @@ def smoke_plan(config: AppConfig, pipeline: PipelineConfig, *, plan: StagePlan |
                     else None
                 ),
                 shape_hints={shape.input: list(shape.opt) for shape in artifact.model.tensorrt.shapes},
+                raw_inputs=dict(pipeline.smoke.raw_inputs.get(artifact.model.name, {})),
             )
             for artifact in located.models
         ]

@@ -170,3 +170,52 @@ def test_smoke_step_installs_the_projects_pins():
         ValueError, match=r"requirements\.txt pins no exact version of numpy; the smoke step needs them"
     ):
         pinned_requirements(SMOKE_PACKAGES, "boto3==1.2.3\nnumpy>=2\ntritonclient[http]==2.73.0\n")
+
+
+def test_smoke_samples_name_a_served_model_and_a_file_one_request_carries(tmp_path):
+    """smoke.raw_inputs: InvokeEndpoint's payload is at most 6 MiB (botocore sagemaker-runtime `BodyBlob` max,
+    endpoint_client/limits.py); the step runs from the project root, so a sample lives inside the project."""
+    documents = promoted_documents()
+    documents["pipeline"]["smoke"]["raw_inputs"] = {
+        "bert_typo": {"input_ids": "examples/images/cat.jpg"},
+        "bert_base": {"input_ids": "/etc/hostname", "attention_mask": "examples/images"},
+    }
+    with pytest.raises(ConfigError) as refused:
+        _load(tmp_path, documents)
+    message = str(refused.value)
+    assert "smoke.raw_inputs.bert_typo: no endpoint of the stages serves a model 'bert_typo'" in message
+    assert "smoke.raw_inputs.bert_base.input_ids: '/etc/hostname' is not a file inside the project" in message
+    assert "smoke.raw_inputs.bert_base.attention_mask: 'examples/images' is not a regular file" in message
+
+
+def test_a_smoke_sample_larger_than_one_request_and_an_unknown_ensemble_input_are_refused(tmp_path):
+    from synth_helpers import EXAMPLES_CONFIG_DIR
+
+    from triton_cdk.config import load_stage
+    from triton_cdk.config.pipeline import _raw_input_problems
+
+    (tmp_path / "big.jpg").write_bytes(b"\xff" * (6_291_456 + 1))
+    (tmp_path / "cat.jpg").write_bytes(b"\xff\xd8")
+    stages = {"ensemble": load_stage("ensemble", EXAMPLES_CONFIG_DIR)}
+    problems = dict(
+        _raw_input_problems({"image_classifier": {"image": "big.jpg", "pixels": "cat.jpg"}}, stages, tmp_path)
+    )
+    assert (
+        "holds 6291457 bytes; one request carries at most 6291456"
+        in problems["smoke.raw_inputs.image_classifier.image"]
+    )
+    assert problems["smoke.raw_inputs.image_classifier.pixels"] == (
+        "ensemble 'image_classifier' has no input 'pixels' (inputs: ['image'])"
+    )
+
+
+def test_the_smoke_plan_carries_the_samples(tmp_path):
+    from stacks.pipeline_steps import smoke_plan
+
+    documents = promoted_documents()
+    documents["pipeline"]["smoke"]["raw_inputs"] = {"bert_base": {"input_ids": "examples/images/cat.jpg"}}
+    pipeline, stages = _load(tmp_path, documents)
+    plan = smoke_plan(stages["dev"], pipeline)
+    checks = {(e.name, m.name): m.raw_inputs for e in plan.endpoints for m in e.models}
+    assert checks[("triton-bert", "bert_base")] == {"input_ids": "examples/images/cat.jpg"}
+    assert checks[("triton-mme", "resnet50")] == {}

@@ -31,6 +31,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import triton_to_np_dtype
 
 from endpoint_client import EndpointClient, RetryPolicy, smoke_test
+from endpoint_client.limits import MAX_PAYLOAD_BYTES
 from endpoint_client.transport import SageMakerTransport
 from model_build.atomic import write_atomically
 from model_build.errors import ToolError
@@ -78,17 +79,46 @@ def _batch(config: mc.ModelConfig) -> list[int]:
     return [1] if config.max_batch_size > 0 else []
 
 
-def sample_inputs(config: mc.ModelConfig, shape_hints: dict[str, list[int]] | None = None) -> dict[str, np.ndarray]:
-    """One request with batch 1: dynamic dims from `shape_hints`, else 1; deterministic values.
+def read_raw_input(path: str, limit: int = MAX_PAYLOAD_BYTES) -> bytes:
+    """A sample file's bytes (config/pipeline.yaml smoke.raw_inputs), refused past one request's payload."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as error:
+        raise SmokeError(f"smoke sample {path}: cannot be read ({error.strerror or error})") from error
+    if len(data) > limit:
+        raise SmokeError(f"smoke sample {path}: larger than one request's {limit} bytes")
+    return data
+
+
+def raw_tensor(config: mc.ModelConfig, name: str, data: bytes) -> np.ndarray:
+    """`data` as the one element of BYTES input `name` (as `invoke --raw` sends a file)."""
+    spec = next((s for s in config.input if s.name == name), None)
+    if spec is None:
+        inputs = [s.name for s in config.input]
+        raise SmokeError(f"model {config.name!r} has no input {name!r} for its smoke sample (inputs: {inputs})")
+    if triton_datatype(spec.data_type) != "BYTES" or any(d not in (-1, 1) for d in spec.dims):
+        raise SmokeError(
+            f"model {config.name!r} input {name!r} is {triton_datatype(spec.data_type)} {list(spec.dims)}: a smoke "
+            "sample file is sent as one BYTES element, so the input must be BYTES with room for one element"
+        )
+    return np.full(_batch(config) + [1] * len(spec.dims), data, dtype=np.object_)
+
+
+def sample_inputs(
+    config: mc.ModelConfig, shape_hints: dict[str, list[int]] | None = None, raw: dict[str, bytes] | None = None
+) -> dict[str, np.ndarray]:
+    """One request with batch 1: `raw` files as given, other dynamic dims from `shape_hints`, else 1;
+    deterministic values.
 
     Integers (token ids, masks) are zeros, which every embedding accepts; floats are uniform in
     [0, 1) from a fixed seed, so a model that turns them into NaN or Inf is caught.
     """
     hints = shape_hints or {}
     rng = np.random.default_rng(SAMPLE_SEED)
-    tensors: dict[str, np.ndarray] = {}
+    tensors: dict[str, np.ndarray] = {name: raw_tensor(config, name, data) for name, data in (raw or {}).items()}
     for spec in config.input:
-        if spec.optional:
+        if spec.optional or spec.name in tensors:
             continue
         hint = hints.get(spec.name)
         if hint is not None and len(hint) != len(spec.dims):
@@ -206,9 +236,10 @@ def check_model(
 ) -> ModelResult:
     """One untimed call (a multi-model endpoint may load the model first), then `timed_calls` timed ones."""
     result = ModelResult(endpoint.name, model.name, model.target_model, max_latency_ms=endpoint.max_latency_ms)
-    inputs = sample_inputs(model_config, model.shape_hints)
     expected = expected_output_shapes(model_config)
     try:
+        raw = {name: read_raw_input(path) for name, path in model.raw_inputs.items()}
+        inputs = sample_inputs(model_config, model.shape_hints, raw)
         component = model.inference_component
         first = smoke_test(client, [(model.target_model, inputs)], inference_component=component)[0]
         result.problems.extend(output_problems(first.outputs, expected))
