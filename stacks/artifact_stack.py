@@ -43,8 +43,18 @@ class ArtifactStack(cdk.Stack):
             value=self.store.bucket.bucket_arn,
             export_name=f"{self.stack_name}-ArtifactBucketArn",
         )
+        # The key's ARN likewise, for a consumer that exists on one deploy path only (the pipeline's smoke
+        # access): a reference would add an automatic export that the other path's synth lacks.
+        self.key_arn_export = cdk.CfnOutput(
+            self, "ArtifactKeyArnExport", value=self.store.key.key_arn, export_name=f"{self.stack_name}-ArtifactKeyArn"
+        )
 
     @property
     def bucket_arn_import(self) -> str:
         """`Fn::ImportValue` of the bucket's ARN, for the stage's other stacks."""
         return cdk.Fn.import_value(self.bucket_arn_export.export_name)
+
+    @property
+    def key_arn_import(self) -> str:
+        """`Fn::ImportValue` of the key's ARN, for the stage's other stacks."""
+        return cdk.Fn.import_value(self.key_arn_export.export_name)

@@ -75,10 +75,10 @@ class SmokeAccessStack(cdk.Stack):
             store = ArtifactStore.from_store_attributes(
                 self,
                 "Artifacts",
-                # Through the artifact stack's own named export: a reference to the bucket would add an
-                # automatic export that `make deploy` of the same-named stack would then try to delete.
+                # Through the artifact stack's own named exports: a reference to the bucket or key would add
+                # an automatic export that `make deploy` of the same-named stack would then try to delete.
                 bucket_arn=artifacts.bucket_arn_import,
-                key_arn=artifacts.store.key.key_arn,
+                key_arn=artifacts.key_arn_import,
             )
             store.grant_read_archives(self.role, keys)
         cdk.CfnOutput(self, "RoleArn", value=self.role.role_arn)

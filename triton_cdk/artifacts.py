@@ -47,8 +47,9 @@ class _ArtifactStoreBase(Construct):
     def grant_read_models(self, grantee: iam.IGrantable) -> iam.Grant:
         """Allow `grantee` to read and list the model prefix and decrypt it with the store's key.
 
-        A role of another stack also needs `ArtifactStore.allow_model_read` (the bucket policy admits only
-        named roles).
+        In the bucket's own account an identity policy is enough (the bucket policy denies only plain HTTP and
+        foreign encryption; it names no principals to admit). A role of another account also needs the bucket
+        policy's statement: `ArtifactStore.allow_account_read` / `allow_model_read`.
         """
         return grant_statements(
             grantee,
