@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 import aws_cdk as cdk
 
 from stacks.stage import StageStacks, add_stage_stacks
+from triton_cdk.cfn_rules import CloudFormationDefaultRules
 from triton_cdk.config import AppConfig
+from triton_cdk.config.loader import PROJECT_ROOT
 from triton_cdk.nag import enable_checks
 
 if TYPE_CHECKING:
@@ -34,8 +36,13 @@ def create_app(
     promotion_source: AppConfig | None = None,
     **app_kwargs,
 ) -> tuple[cdk.App, StageStacks]:
-    """The stage's stacks (the pipeline is its own app: create_pipeline_app)."""
-    app = cdk.App(**app_kwargs)
+    """The stage's stacks (the pipeline is its own app: create_pipeline_app).
+
+    CloudFormation's default rules start first, from the project's node_modules (package.json pins aws-cdk-lib),
+    in a process of their own: their engine starts while the constructs are built (triton_cdk/cfn_rules.py).
+    """
+    default_rules = CloudFormationDefaultRules(node_modules=PROJECT_ROOT / "node_modules")
+    app = cdk.App(builtin_cloud_formation_validation=False, **app_kwargs)
     stacks = add_stage_stacks(app, config, promotion_source=promotion_source)
-    enable_checks(app)
+    enable_checks(app, default_rules=default_rules)
     return app, stacks

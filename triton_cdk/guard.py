@@ -1,9 +1,9 @@
 """AWS's Guard rules (AWS Control Tower proactive controls) beside cdk-nag: fixes, and acknowledgements.
 
-aws-cdk-lib's validation engine runs the controls' Guard rules on every synthesized template
+`cdklabs-cdk-validator-cfnguard` runs the controls' Guard rules on every synthesized template
 (triton_cdk/guard_plugin.py; triton_cdk/nag.py adds it). A finding is fixed where the control fits
 this app, else acknowledged on the one construct it concerns, with the reason. The rule ids are the
-Guard rule names the plugin reports ("Acknowledge with 'CloudFormation-Validate::<rule>'"); the
+Guard rule names the plugin reports ("Acknowledge with 'cdk-validator-cfnguard::<rule>'"); the
 control ids (CT.S3.PR.9, ...) and their pages:
 https://docs.aws.amazon.com/controltower/latest/controlreference/proactive-controls.html
 """
@@ -19,10 +19,10 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import IConstruct
 
-# The plugin that runs the Guard rules (aws-cdk-lib's CloudFormationValidatePlugin, also CloudFormation's default
-# rules): its name in the validation report, and the namespace of its acknowledgements.
-GUARD_PLUGIN = "CloudFormation Validate"
-GUARD_ACKNOWLEDGEMENT_NAMESPACE = "CloudFormation-Validate"
+# The plugin that reports the Guard rules' findings (its name in the validation report), and the namespace of
+# their acknowledgements: the cdklabs plugin's own.
+GUARD_PLUGIN = "cdk-validator-cfnguard"
+GUARD_ACKNOWLEDGEMENT_NAMESPACE = "cdk-validator-cfnguard"
 # CT.CLOUDWATCH.PR.2: log groups kept at least a year.
 MIN_LOG_RETENTION_DAYS = 365
 

@@ -1,25 +1,30 @@
-"""AWS's Guard rules on every synth: the Control Tower rule files, run by aws-cdk-lib's own validation engine.
+"""AWS's Guard rules on every synth: `cdklabs-cdk-validator-cfnguard`, strict, limited to the types present, and
+run beside the rest of the validation instead of after it.
 
-The rules are AWS Control Tower's proactive controls as `cdklabs-cdk-validator-cfnguard` bundles them (pinned in
-requirements.txt). They run inside aws-cdk-lib's `CloudFormationValidatePlugin` (its documented `guard_rules`
-prop): the engine CloudFormation's default rules already start on every synth (a WebAssembly build of
-cfn-guard), so no second engine, no cfn-guard process and no Python conversion of each finding. Measured against
-the cdklabs plugin's own cfn-guard 3.1.1 run, the findings are the same (tests/contract/test_guard_rules.py), and
-the synth is faster (bench/README.md). Findings are errors (severity "error"), so an unacknowledged one fails synth
-once `@aws-cdk/core:validateAgainstDefaultRules` is set explicitly (without it aws-cdk-lib downgrades this
-plugin's errors to warnings, so `guard_rules_plugin` refuses to run then); acknowledge one with
-`CloudFormation-Validate::<rule>` (triton_cdk/guard.py).
+The rules are AWS Control Tower's proactive controls as the cdklabs plugin bundles them (pinned in
+requirements.txt), evaluated by the plugin's own code with the cfn-guard binary it bundles. Three departures from
+registering the plain `CfnGuardValidator`, each measured (bench/README.md):
+- Every violation is an error. The plugin gives its violations no severity, and aws-cdk-lib (2.275) re-judges a
+  report once any of its findings is acknowledged: success unless a violation left has severity "error" or
+  "fatal". So after the first acknowledgement, further findings would pass.
+- Only the rule files that report on a resource type the templates hold are run. Each Control Tower rule file
+  names its types ("Reports on:"); a rule over absent types finds nothing (tested). On the dev stage this runs
+  28 of the 237 files (cfn-guard's CPU time: 10.2 s for all of them, 0.6 s for these).
+- The run overlaps the other checks. aws-cdk-lib invokes the validation plugins one after another, in the order
+  they were added. `GuardRun.starter` (added first) starts the plugin, in a Node.js process of its own, on the
+  templates it is given and returns at once; cdk-nag and CloudFormation's default rules (triton_cdk/cfn_rules.py)
+  then run while cfn-guard runs; `GuardRun.checker` (added last) waits for the report and returns
+  it. Running the plugin in the jsii kernel instead blocks it for the whole cfn-guard run (0.6-0.7 s on the dev
+  stage), and its findings come back as objects whose every field is one more round trip from Python.
+  aws-cdk-lib's own engine can run Guard rules too (`CloudFormationValidatePlugin(guard_rules=...)`), but took
+  1.4 s for the same rules and templates, on the synth's one thread.
 
-Only the rule files that report on a resource type the app holds are loaded: each Control Tower rule file names
-its types ("Reports on:"), a rule over absent types finds nothing, and every loaded file adds to the engine's
-start-up (28 of the 237 files for the dev stage). The types come from the construct tree when the checks are
-enabled; `GuardCoverageCheck` fails synth if a template holds a type whose rules were not loaded (a resource
-added afterwards).
+A plugin failure (Node.js missing, the run crashing, no report) fails the synth: it never passes unchecked.
 
-The rule files are read out of the package's 12 MB jsii tarball once per package version and kept in a
-private per-user cache (as jsii keeps its extracted packages): reading the tarball took 0.35 s of every synth.
-The tarball is found through the package's metadata: importing the package would load its jsii assembly into
-the jsii kernel, which nothing here uses.
+The plugin's files (its lib/, its cfn-guard for this platform, the rule files) are read out of the package's
+12 MB jsii tarball once per package version and kept in a private per-user cache, as jsii keeps its extracted
+packages: reading the tarball took 0.35 s of every synth. The tarball is found through the package's metadata:
+importing the package would load its jsii assembly into the kernel, which nothing here needs.
 """
 
 from __future__ import annotations
@@ -28,9 +33,11 @@ import functools
 import importlib.metadata
 import json
 import os
+import platform
 import re
 import shutil
 import stat
+import subprocess
 import tarfile
 import tempfile
 from collections.abc import Iterable
@@ -38,36 +45,69 @@ from pathlib import Path
 
 import aws_cdk as cdk
 import jsii
-from constructs import IConstruct
 
 GUARD_PACKAGE = "cdklabs-cdk-validator-cfnguard"
+# The cdklabs plugin's own name: findings are acknowledged as "cdk-validator-cfnguard::<rule>".
+GUARD_PLUGIN = "cdk-validator-cfnguard"
 RULES_IN_PACKAGE = "package/rules/control-tower/cfn-guard/"
 REPORTS_ON = re.compile(r"#\s*Reports on:\s*\n((?:#[^\n]*AWS::[^\n]*\n)+)")  # one or more lines of types
-# aws-cdk-lib keeps this plugin's errors errors only when the flag is set explicitly (synthesis-validation.js,
-# `downgradeCfnValidateErrorsToWarnings`).
-VALIDATE_FLAG = "@aws-cdk/core:validateAgainstDefaultRules"
-
-
 CACHE_INDEX = "reports-on.json"  # rule file name -> the resource types it reports on
+CACHE_LAYOUT = "v2"  # rules/ and package/ (the plugin's code and binary); bump when the layout changes
+# The plugin's platform names (its lib/plugin.js getPlatform / getArchitecture).
+GUARD_PLATFORM = {"Linux": "ubuntu", "Darwin": "macos"}.get(platform.system())
+GUARD_ARCHITECTURE = {"x86_64": "x86_64", "AMD64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(
+    platform.machine()
+)
+RUN_TIMEOUT_SECONDS = 600  # far above the dev stage's 0.7 s: a hung run fails the synth, never passes it
+
+# Runs in its own Node.js process: the cdklabs plugin's validate() over the templates with the given rule files;
+# the report goes to stdout as JSON. argv[1]: the plugin's lib/plugin.js; stdin: {"templates": [...], "rules": [...]}.
+RUNNER = """
+const chunks = [];
+process.stdin.on('data', (c) => chunks.push(c));
+process.stdin.on('end', () => {
+  const { CfnGuardValidator } = require(process.argv[1]);
+  const { templates, rules } = JSON.parse(Buffer.concat(chunks).toString('utf-8'));
+  const validator = new CfnGuardValidator({ controlTowerRulesEnabled: false, rules });
+  process.stdout.write(JSON.stringify(validator.validate({ templatePaths: templates })));
+});
+"""
 
 
-def _read_rules_from_package(archive: Path, folder: Path) -> dict[str, list[str]]:
-    """Writes every Control Tower rule file of the package's tarball into `folder`; returns the index."""
+def _package_member(name: str) -> bool:
+    """What the runner needs of the package besides the rules: its code and this platform's cfn-guard."""
+    return (
+        name == "package/package.json"
+        or (name.startswith("package/lib/") and name.endswith(".js"))
+        or name == f"package/bin/{GUARD_PLATFORM}/{GUARD_ARCHITECTURE}/cfn-guard"
+    )
+
+
+def _read_package(archive: Path, folder: Path) -> dict[str, list[str]]:
+    """Writes the rule files (rules/) and the plugin's code and binary (package/) into `folder`; returns the index."""
     index: dict[str, list[str]] = {}
+    (folder / "rules").mkdir()
     with tarfile.open(archive) as tar:
         for member in tar.getmembers():
-            if member.isfile() and member.name.startswith(RULES_IN_PACKAGE) and member.name.endswith(".guard"):
+            if not member.isfile():
+                continue
+            if member.name.startswith(RULES_IN_PACKAGE) and member.name.endswith(".guard"):
                 text = tar.extractfile(member).read().decode()
                 name = member.name.removeprefix(RULES_IN_PACKAGE).replace("/", "__")
-                (folder / name).write_text(text)
+                (folder / "rules" / name).write_text(text)
                 found = REPORTS_ON.search(text)
                 index[name] = sorted(set(re.findall(r"AWS::[A-Za-z0-9:]+", found.group(1)))) if found else []
+            elif _package_member(member.name):
+                target = folder / member.name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(tar.extractfile(member).read())
+                target.chmod(0o700 if member.name.endswith("/cfn-guard") else 0o600)
     return index
 
 
 def _private_cache_root() -> Path | None:
-    """The user's cache folder for the rules, created 0700; None when it is not private to this user
-    (others could then plant weaker rules: the caller extracts into a fresh temp folder instead)."""
+    """The user's cache folder for the plugin's files, created 0700; None when it is not private to this user
+    (others could then plant weaker rules or another binary: the caller extracts into a fresh temp folder)."""
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "triton-cdk" / "cfn-guard-rules"
     try:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -78,24 +118,24 @@ def _private_cache_root() -> Path | None:
     return root if private and stat.S_ISDIR(info.st_mode) else None
 
 
-def _cached_rules(archive: Path) -> tuple[Path, dict[str, list[str]]]:
-    """(folder of the rule files, index) for this exact tarball: from the cache, else extracted (atomically)."""
+def _cached_package(archive: Path) -> tuple[Path, dict[str, list[str]]]:
+    """(folder of the extracted files, rule index) for this exact tarball: from the cache, else extracted."""
     info = archive.stat()
     root = _private_cache_root()
     if root is None:
         folder = Path(tempfile.mkdtemp(prefix="cfn-guard-rules-"))
-        return folder, _read_rules_from_package(archive, folder)
-    folder = root / f"{archive.name}-{info.st_size}-{info.st_mtime_ns}"
+        return folder, _read_package(archive, folder)
+    folder = root / f"{archive.name}-{info.st_size}-{info.st_mtime_ns}-{CACHE_LAYOUT}"
     try:
         index = json.loads((folder / CACHE_INDEX).read_text())
-        if all((folder / name).is_file() for name in index):
+        if all((folder / "rules" / name).is_file() for name in index):
             return folder, index
     except (OSError, ValueError):
         pass
     # Not model_build.atomic.atomic_directory: that replaces a folder another synth may be reading; here the
     # first complete copy wins and a later one is discarded (the rename fails on an existing folder).
     staging = Path(tempfile.mkdtemp(prefix=".partial-", dir=root))
-    index = _read_rules_from_package(archive, staging)
+    index = _read_package(archive, staging)
     (staging / CACHE_INDEX).write_text(json.dumps(index))  # written last: its presence marks a whole copy
     shutil.rmtree(folder, ignore_errors=True)  # an incomplete earlier copy
     try:
@@ -106,14 +146,23 @@ def _cached_rules(archive: Path) -> tuple[Path, dict[str, list[str]]]:
 
 
 @functools.cache
+def _extracted() -> tuple[Path, dict[str, list[str]]]:
+    (archive,) = [f.locate() for f in importlib.metadata.files(GUARD_PACKAGE) or [] if f.name.endswith(".jsii.tgz")]
+    return _cached_package(Path(archive))
+
+
 def control_tower_rules() -> dict[Path, frozenset[str]]:
     """Every bundled Control Tower rule file -> the resource types it reports on.
 
     A file whose types cannot be read maps to an empty set and always runs.
     """
-    (archive,) = [f.locate() for f in importlib.metadata.files(GUARD_PACKAGE) or [] if f.name.endswith(".jsii.tgz")]
-    folder, index = _cached_rules(Path(archive))
-    return {folder / name: frozenset(types) for name, types in index.items()}
+    folder, index = _extracted()
+    return {folder / "rules" / name: frozenset(types) for name, types in index.items()}
+
+
+def plugin_code() -> Path:
+    """The cdklabs plugin's lib/plugin.js, beside the cfn-guard binary it runs (bin/<platform>/<arch>/)."""
+    return _extracted()[0] / "package" / "lib" / "plugin.js"
 
 
 def rules_for(resource_types: Iterable[str]) -> list[Path]:
@@ -122,59 +171,86 @@ def rules_for(resource_types: Iterable[str]) -> list[Path]:
     return sorted(path for path, types in control_tower_rules().items() if not types or types & present)
 
 
-def guard_rules_plugin(app: cdk.App, resource_types: Iterable[str]) -> cdk.CloudFormationValidatePlugin:
-    """aws-cdk-lib's validation plugin with CloudFormation's default rules and the Control Tower rules for
-    `resource_types`. Register it on the App (aws-cdk-lib allows one, at the App); it starts its engine now."""
-    if app.node.try_get_context(VALIDATE_FLAG) not in (True, "true"):
-        raise ValueError(
-            f'the Guard rules need the context flag {VALIDATE_FLAG!r} set to true (cdk.json\'s "context"): '
-            "without it aws-cdk-lib reports their findings as warnings and the synth passes"
-        )
-    return cdk.CloudFormationValidatePlugin(
-        include_default_rules=True,
-        guard_rules=[
-            cdk.ValidationRuleSource(name=path.name, content=path.read_text()) for path in rules_for(resource_types)
-        ],
-    )
-
-
-def resource_type(resource: cdk.CfnResource, known: dict[type, str]) -> str:
-    """The CloudFormation type of `resource`: from its L1 class's constant (one jsii call per class), else
-    from the resource itself (custom resources, plain CfnResource)."""
-    cls = type(resource)
-    if cls not in known:
-        name = getattr(cls, "CFN_RESOURCE_TYPE_NAME", None)
-        if not isinstance(name, str):
-            return resource.cfn_resource_type
-        known[cls] = name
-    return known[cls]
-
-
-def resource_types(constructs: Iterable[IConstruct]) -> set[str]:
-    known: dict[type, str] = {}
-    return {resource_type(c, known) for c in constructs if isinstance(c, cdk.CfnResource)}
-
-
-def template_resources(template_paths: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
-    """Resource type -> [(template path, logical id)] over the templates."""
-    found: dict[str, list[tuple[str, str]]] = {}
+def template_resource_types(template_paths: Iterable[str]) -> set[str]:
+    types = set()
     for path in template_paths:
-        for logical_id, resource in json.loads(Path(path).read_text()).get("Resources", {}).items():
-            found.setdefault(resource.get("Type", ""), []).append((path, logical_id))
-    return found
+        for resource in json.loads(Path(path).read_text()).get("Resources", {}).values():
+            types.add(resource.get("Type", ""))
+    return types
+
+
+class GuardRunError(RuntimeError):
+    """The Guard rules could not be run: the synth fails (aws-cdk-lib reports the plugin as failed)."""
+
+
+class GuardRun:
+    """One run of the cdklabs plugin over an app's templates, in a Node.js process beside the synth.
+
+    Add `starter` first and `checker` last to the app's validation plugins (triton_cdk/nag.py `enable_checks`).
+    `node`: the Node.js executable to run it with. Default: `node` on PATH, as the jsii kernel finds its own.
+    """
+
+    def __init__(self, *, node: str = "node") -> None:
+        self._node = node
+        self._process: subprocess.Popen | None = None
+        self._templates: tuple[str, ...] = ()
+        self.starter = _GuardStart(self)
+        self.checker = GuardRulesCheck(self)
+
+    def start(self, template_paths: Iterable[str]) -> None:
+        self.stop()
+        self._templates = tuple(template_paths)
+        rules = [str(path) for path in rules_for(template_resource_types(self._templates))]
+        request = json.dumps({"templates": list(self._templates), "rules": rules}).encode()
+        try:
+            self._process = subprocess.Popen(
+                [self._node, "-e", RUNNER, str(plugin_code())],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            self._process.stdin.write(request)  # a few KiB of paths: never fills the pipe
+            self._process.stdin.close()
+            self._process.stdin = None  # communicate() would flush it
+        except OSError as error:
+            self.stop()
+            raise GuardRunError(f"cannot start the Guard rules' Node.js process ({self._node}): {error}") from error
+
+    def report(self, template_paths: Iterable[str]) -> dict:
+        """The plugin's report ({"success", "violations"}) for `template_paths`, started now if not yet."""
+        if self._process is None or tuple(template_paths) != self._templates:
+            self.start(template_paths)
+        process, self._process = self._process, None
+        try:
+            out, err = process.communicate(timeout=RUN_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            raise GuardRunError(f"the Guard rules ran longer than {RUN_TIMEOUT_SECONDS} s") from None
+        if process.returncode != 0:
+            raise GuardRunError(f"the Guard rules' run failed (exit {process.returncode}): {err.decode()[-2000:]}")
+        try:
+            return json.loads(out)
+        except ValueError as error:
+            raise GuardRunError(f"the Guard rules' run wrote no report ({error}): {out[:200]!r}") from error
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.communicate()
+            self._process = None
 
 
 @jsii.implements(cdk.IPolicyValidationPluginBeta1)
-class GuardCoverageCheck:
-    """Fails synth when a template holds a resource type whose Control Tower rules were not loaded into the
-    engine (`guard_rules_plugin`): a resource added after the checks were enabled would otherwise go unchecked."""
+class _GuardStart:
+    """Starts the run; reports nothing (aws-cdk-lib leaves a plugin with nothing to report out of the report)."""
 
-    def __init__(self, loaded_types: Iterable[str]) -> None:
-        self._loaded = set(loaded_types)
+    def __init__(self, run: GuardRun) -> None:
+        self._run = run
 
     @property
     def name(self) -> str:
-        return "guard-rule-coverage"
+        return f"{GUARD_PLUGIN}-start"
 
     @property
     def version(self) -> str:
@@ -182,23 +258,52 @@ class GuardCoverageCheck:
 
     @property
     def rule_ids(self) -> list[str]:
-        return ["rules-loaded-for-every-type"]
+        return []
 
     def validate(self, context: cdk.IPolicyValidationContextBeta1) -> cdk.PolicyValidationPluginReportBeta1:
-        present = template_resources(context.template_paths)
-        checked = set().union(*control_tower_rules().values())
+        self._run.start(context.template_paths)
+        return cdk.PolicyValidationPluginReportBeta1(success=True, violations=[])
+
+
+@jsii.implements(cdk.IPolicyValidationPluginBeta1)
+class GuardRulesCheck:
+    """The run's findings, each an error, under the cdklabs plugin's name (see the module doc)."""
+
+    def __init__(self, run: GuardRun) -> None:
+        self._run = run
+
+    @property
+    def name(self) -> str:
+        return GUARD_PLUGIN
+
+    @property
+    def version(self) -> str:
+        return importlib.metadata.version(GUARD_PACKAGE)
+
+    @property
+    def rule_ids(self) -> list[str] | None:
+        return None
+
+    def validate(self, context: cdk.IPolicyValidationContextBeta1) -> cdk.PolicyValidationPluginReportBeta1:
+        report = self._run.report(context.template_paths)
         violations = [
             cdk.PolicyViolationBeta1(
-                rule_name="rules-loaded-for-every-type",
-                description=f"the Guard rules for {kind} were not loaded: a resource of that type was added after "
-                "enable_checks() ran (triton_cdk/nag.py); call it once every stack is built",
-                violating_resources=[
-                    cdk.PolicyViolatingResourceBeta1(resource_logical_id=logical_id, template_path=path, locations=[])
-                    for path, logical_id in resources
-                ],
+                rule_name=v["ruleName"],
+                description=v.get("description") or v["ruleName"],
+                fix=v.get("fix"),
+                rule_metadata=v.get("ruleMetadata"),
                 severity="error",
+                violating_resources=[
+                    cdk.PolicyViolatingResourceBeta1(
+                        resource_logical_id=r["resourceLogicalId"],
+                        template_path=r["templatePath"],
+                        locations=list(r.get("locations") or []),
+                    )
+                    for r in v.get("violatingResources", [])
+                ],
             )
-            for kind, resources in sorted(present.items())
-            if kind in checked and kind not in self._loaded
+            for v in report.get("violations", [])
         ]
-        return cdk.PolicyValidationPluginReportBeta1(success=not violations, violations=violations)
+        return cdk.PolicyValidationPluginReportBeta1(
+            success=bool(report.get("success")) and not violations, violations=violations, plugin_version=self.version
+        )

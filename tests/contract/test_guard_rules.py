@@ -1,12 +1,11 @@
 """AWS's Guard rules run on every synth; each finding is fixed or acknowledged on its own resource.
 
 Sources: AWS Control Tower proactive controls (Control Tower Controls Reference, "Proactive controls";
-the Guard rules bundled in `cdklabs-cdk-validator-cfnguard`, pinned in requirements.txt), aws-cdk-lib's
-`CloudFormationValidatePlugin` (API reference: `guardRules`, "Custom Guard rules to evaluate in addition to
-built-in rules"; `includeDefaultRules`) and its policy-validation report (`validation-report.json` in the cloud
-assembly; aws-cdk-lib 2.275 `synthesis-validation.js`: the plugin's errors stay errors only when
-`@aws-cdk/core:validateAgainstDefaultRules` is set explicitly). The reference evaluator is the cfn-guard 3.1.1
-binary the cdklabs plugin bundles: the engine must find what it finds.
+the Guard rules bundled in `cdklabs-cdk-validator-cfnguard`, pinned in requirements.txt, with the cfn-guard
+3.1.1 binary it bundles) and aws-cdk-lib's policy-validation report (`validation-report.json` in the cloud
+assembly; aws-cdk-lib 2.275 `synthesis-validation.js`: a report with acknowledged findings is re-judged by the
+severities left, and a plugin that throws is reported as failed). The reference is the cdklabs plugin itself,
+registered as its README shows: the background run (triton_cdk/guard_plugin.py) must find what it finds.
 """
 
 from __future__ import annotations
@@ -24,17 +23,7 @@ from cdklabs.cdk_validator_cfnguard import CfnGuardValidator
 from synth_helpers import new_app
 
 from triton_cdk.guard import GUARD_PLUGIN, acknowledge_guard
-from triton_cdk.guard_plugin import (
-    VALIDATE_FLAG,
-    GuardCoverageCheck,
-    control_tower_rules,
-    guard_rules_plugin,
-    resource_types,
-    rules_for,
-    template_resources,
-)
-
-COVERAGE_PLUGIN = "guard-rule-coverage"
+from triton_cdk.guard_plugin import GuardRun, control_tower_rules, rules_for, template_resource_types
 
 
 def _reports(shipped_assemblies: dict[str, Path]) -> dict[str, tuple[Path, dict]]:
@@ -52,18 +41,13 @@ def _plugin(report: dict, name: str) -> dict:
     return found
 
 
-def _is_guard_finding(violation: dict) -> bool:
-    """The plugin also runs CloudFormation's default rules; Guard findings name their rule source."""
-    return (violation.get("ruleMetadata") or {}).get("category", "").startswith("guard:")
-
-
 def test_guard_ran_on_every_shipped_app_and_left_nothing(shipped_assemblies) -> None:
     for config, (_, report) in _reports(shipped_assemblies).items():
         guard = _plugin(report, GUARD_PLUGIN)
         assert guard["conclusion"] == "success" and guard["violations"] == [], config
         assert _plugin(report, "AwsSolutions")["violations"] == [], config
-        # A plugin with nothing to report is left out of the report.
-        assert [r for r in report["pluginReports"] if r["pluginName"] == COVERAGE_PLUGIN] == [], config
+        # The plugin that starts the run reports nothing, and a plugin with nothing to report is left out.
+        assert [r for r in report["pluginReports"] if r["pluginName"] == f"{GUARD_PLUGIN}-start"] == [], config
 
 
 def test_every_acknowledgement_is_on_one_resource_with_a_reason(shipped_assemblies) -> None:
@@ -89,11 +73,15 @@ class _Templates:
         return self._paths
 
 
-def _reference_findings(template_paths: list[str], rules: list[Path]) -> set[tuple[str, str, str]]:
-    """(rule, template, logical id) of every finding of the cfn-guard 3.1.1 binary (the cdklabs plugin)."""
-    report = CfnGuardValidator(control_tower_rules_enabled=False, rules=[str(p) for p in rules]).validate(
-        _Templates(template_paths)
+def _reference_findings(template_paths: list[str], rules: list[Path] | None = None) -> set[tuple[str, str, str]]:
+    """(rule, template, logical id) of every finding of the cdklabs plugin, run in the jsii kernel as its README
+    registers it: with every bundled Control Tower rule, or with the rule files `rules`."""
+    validator = (
+        CfnGuardValidator()
+        if rules is None
+        else CfnGuardValidator(control_tower_rules_enabled=False, rules=[str(p) for p in rules])
     )
+    report = validator.validate(_Templates(template_paths))
     return {
         (v.rule_name, str(Path(r.template_path).resolve()), r.resource_logical_id)
         for v in report.violations
@@ -101,7 +89,7 @@ def _reference_findings(template_paths: list[str], rules: list[Path]) -> set[tup
     }
 
 
-def _engine_findings(folder: Path, report: dict) -> set[tuple[str, str, str]]:
+def _background_findings(folder: Path, report: dict) -> set[tuple[str, str, str]]:
     """(rule, template, logical id) of every Guard finding in an app's report, acknowledged ones included."""
     guard = _plugin(report, GUARD_PLUGIN)
     return {
@@ -111,20 +99,18 @@ def _engine_findings(folder: Path, report: dict) -> set[tuple[str, str, str]]:
             c["cloudFormationResource"]["logicalId"],
         )
         for v in guard["violations"] + guard["suppressedViolations"]
-        if _is_guard_finding(v)
         for c in v["violatingConstructs"]
     }
 
 
-def test_the_engine_finds_what_the_cfn_guard_binary_finds(shipped_assemblies, shipped_templates) -> None:
-    """Every shipped app: the Guard findings of aws-cdk-lib's engine (acknowledged or not) are exactly those of
-    the cfn-guard 3.1.1 binary run over the same templates with the same rule files."""
+def test_the_background_run_finds_what_the_cdklabs_plugin_finds(shipped_assemblies, shipped_templates) -> None:
+    """Every shipped app: the Guard findings of the background run (acknowledged or not) are exactly those of
+    the cdklabs plugin run in the jsii kernel over the same templates with the same rule files."""
     paths = sorted({str(t.path.resolve()) for t in shipped_templates})
-    rules = rules_for(template_resources(paths))
-    reference = _reference_findings(paths, rules)
-    engine = set().union(*(_engine_findings(f, r) for f, r in _reports(shipped_assemblies).values()))
+    reference = _reference_findings(paths, rules_for(template_resource_types(paths)))
+    background = set().union(*(_background_findings(f, r) for f, r in _reports(shipped_assemblies).values()))
     assert reference, "the reference found nothing: the comparison would prove nothing"
-    assert engine == reference
+    assert background == reference
 
 
 def test_running_only_the_rules_for_present_types_finds_what_all_rules_find(shipped_templates) -> None:
@@ -132,8 +118,8 @@ def test_running_only_the_rules_for_present_types_finds_what_all_rules_find(ship
     present finds what all 237 files find (on the dev stage's templates)."""
     paths = sorted({str(t.path) for t in shipped_templates if t.config == "config/dev"})
     assert len(paths) >= 4
-    everything = _reference_findings(paths, sorted(control_tower_rules()))
-    assert everything and _reference_findings(paths, rules_for(template_resources(paths))) == everything
+    everything = _reference_findings(paths)
+    assert everything and _reference_findings(paths, rules_for(template_resource_types(paths))) == everything
 
 
 def test_every_bundled_rule_file_names_the_types_it_reports_on() -> None:
@@ -151,42 +137,62 @@ def _bucket_app(outdir: Path, **context) -> tuple[cdk.App, cdk.Stack]:
     return app, stack
 
 
-def _checks(app: cdk.App) -> set[str]:
-    types = resource_types(app.node.find_all())
-    cdk.Validations.of(app).add_plugins(guard_rules_plugin(app, types), GuardCoverageCheck(types))
-    return types
+def _checks(app: cdk.App, **run_props) -> None:
+    run = GuardRun(**run_props)
+    cdk.Validations.of(app).add_plugins(run.starter, run.checker)
+
+
+def _guard_report(outdir: Path) -> dict:
+    return _plugin(json.loads((outdir / "validation-report.json").read_text()), GUARD_PLUGIN)
+
+
+def test_the_plain_cdklabs_plugin_stops_failing_once_anything_is_acknowledged(tmp_path: Path) -> None:
+    """Why every finding of the run is an error: registered as is, this synth passes with findings left."""
+    app, _ = _bucket_app(tmp_path)
+    cdk.Validations.of(app).add_plugins(CfnGuardValidator())
+    app.synth()
+    assert _guard_report(tmp_path)["violations"]
 
 
 def test_an_unacknowledged_guard_finding_fails_synth_after_another_is_acknowledged(tmp_path: Path) -> None:
-    """aws-cdk-lib re-judges a report with acknowledged findings by the severities left: the engine's Guard
-    findings are errors, so the ones left still fail the synth."""
     app, _ = _bucket_app(tmp_path)
     _checks(app)
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         app.synth()
-    guard = _plugin(json.loads((tmp_path / "validation-report.json").read_text()), GUARD_PLUGIN)
-    left = {v["ruleName"] for v in guard["violations"] if _is_guard_finding(v)}
-    assert {"s3_bucket_versioning_enabled_check", "s3_lifecycle_policy_check"} <= left
+    guard = _guard_report(tmp_path)
+    assert {"s3_bucket_versioning_enabled_check", "s3_lifecycle_policy_check"} <= {
+        v["ruleName"] for v in guard["violations"]
+    }
     assert {v["severity"] for v in guard["violations"]} == {"error"}
     assert {v["ruleName"] for v in guard["suppressedViolations"]} == {"s3_bucket_object_lock_enabled_check"}
 
 
-def test_without_the_validate_flag_the_guard_rules_refuse_to_run(tmp_path: Path) -> None:
-    """Without the flag aws-cdk-lib would report the Guard findings as warnings and pass the synth."""
-    app, _ = _bucket_app(tmp_path, **{VALIDATE_FLAG: False})
-    with pytest.raises(ValueError, match="validateAgainstDefaultRules"):
-        _checks(app)
-
-
-def test_a_resource_type_added_after_the_checks_fails_synth(tmp_path: Path) -> None:
-    """The engine holds the rules for the types present when the checks were enabled; a later type is refused,
-    not left unchecked."""
+def test_a_resource_type_added_after_the_checks_is_checked(tmp_path: Path) -> None:
+    """The rule files are chosen from the synthesized templates, not from the constructs when the checks
+    were added: a queue added later still meets its rules."""
     app, stack = _bucket_app(tmp_path)
-    loaded = _checks(app)
-    assert "AWS::SQS::Queue" not in loaded
+    _checks(app)
     sqs.Queue(stack, "Late", enforce_ssl=True)
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         app.synth()
-    coverage = _plugin(json.loads((tmp_path / "validation-report.json").read_text()), COVERAGE_PLUGIN)
-    assert [v["ruleName"] for v in coverage["violations"]] == ["rules-loaded-for-every-type"]
-    assert "AWS::SQS::Queue" in coverage["violations"][0]["description"]
+    assert "sqs_queue_encrypted_check" in {v["ruleName"] for v in _guard_report(tmp_path)["violations"]}
+
+
+def test_a_run_that_cannot_start_fails_the_synth(tmp_path: Path) -> None:
+    """No Node.js for the run: the plugin is reported as failed and the synth fails, never passes unchecked."""
+    app, _ = _bucket_app(tmp_path)
+    _checks(app, node=str(tmp_path / "no-such-node"))
+    with pytest.raises(RuntimeError, match="ValidationFailed"):
+        app.synth()
+    guard = _guard_report(tmp_path)
+    assert guard["conclusion"] == "failure"
+    assert "cannot start the Guard rules" in json.dumps(guard)
+
+
+def test_a_run_that_crashes_fails_the_synth(tmp_path: Path) -> None:
+    """`false` exits 1 without a report."""
+    app, _ = _bucket_app(tmp_path)
+    _checks(app, node="false")
+    with pytest.raises(RuntimeError, match="ValidationFailed"):
+        app.synth()
+    assert "failed (exit 1)" in json.dumps(_guard_report(tmp_path))
