@@ -34,15 +34,19 @@ def create_app(
     config: AppConfig,
     *,
     promotion_source: AppConfig | None = None,
+    default_rules_in_background: bool = True,
     **app_kwargs,
 ) -> tuple[cdk.App, StageStacks]:
     """The stage's stacks (the pipeline is its own app: create_pipeline_app).
 
-    CloudFormation's default rules start first, from the project's node_modules (package.json pins aws-cdk-lib),
-    in a process of their own: their engine starts while the constructs are built (triton_cdk/cfn_rules.py).
+    `default_rules_in_background`: CloudFormation's default rules start first, from the project's node_modules
+    (package.json pins aws-cdk-lib), in a process of their own, so their engine starts while the constructs are
+    built (triton_cdk/cfn_rules.py). False: aws-cdk-lib's built-in copy, which obeys `cdk synth
+    --no-validation` (CDK_VALIDATION=false; app.py passes it).
     """
-    default_rules = CloudFormationDefaultRules(node_modules=PROJECT_ROOT / "node_modules")
-    app = cdk.App(builtin_cloud_formation_validation=False, **app_kwargs)
+    node_modules = PROJECT_ROOT / "node_modules"
+    default_rules = CloudFormationDefaultRules(node_modules=node_modules) if default_rules_in_background else None
+    app = cdk.App(builtin_cloud_formation_validation=default_rules is None, **app_kwargs)
     stacks = add_stage_stacks(app, config, promotion_source=promotion_source)
     enable_checks(app, default_rules=default_rules)
     return app, stacks

@@ -23,6 +23,7 @@ and says why on stderr.
 
 from __future__ import annotations
 
+import atexit
 import importlib.metadata
 import json
 import subprocess
@@ -94,6 +95,15 @@ class CloudFormationDefaultRules:
             )
         except OSError as error:
             _note(f"cannot start {node}: {error}")
+            return
+        atexit.register(self.close)  # an app never validated (its synth failed first) leaves no engine running
+
+    def close(self) -> None:
+        """Stops the background engine if it has not been used."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.communicate()
+            self._process = None
 
     @property
     def name(self) -> str:

@@ -7,13 +7,16 @@ registering the plain `CfnGuardValidator`, each measured (bench/README.md):
 - Every violation is an error. The plugin gives its violations no severity, and aws-cdk-lib (2.275) re-judges a
   report once any of its findings is acknowledged: success unless a violation left has severity "error" or
   "fatal". So after the first acknowledgement, further findings would pass.
-- Only the rule files that report on a resource type the templates hold are run. Each Control Tower rule file
-  names its types ("Reports on:"); a rule over absent types finds nothing (tested). On the dev stage this runs
-  28 of the 237 files (cfn-guard's CPU time: 10.2 s for all of them, 0.6 s for these).
+- Only the rule files that name a resource type the templates hold are run. A Control Tower rule file selects
+  the resources it checks by type (`Type == "AWS::..."`, also listed under "Reports on:"), so a file that names
+  none of the types present finds nothing: tested over a template with a resource of every type any file names.
+  Types are compared ignoring case, as two files' headers spell `AWS::AutoScaling::AutoscalingGroup`. On the dev
+  stage this runs 28 of the 237 files (cfn-guard's CPU time: 10.2 s for all of them, 0.6 s for these).
 - The run overlaps the other checks. aws-cdk-lib invokes the validation plugins one after another, in the order
   they were added. `GuardRun.starter` (added first) starts the plugin, in a Node.js process of its own, on the
-  templates it is given and returns at once; cdk-nag and CloudFormation's default rules (triton_cdk/cfn_rules.py)
-  then run while cfn-guard runs; `GuardRun.checker` (added last) waits for the report and returns
+  templates it is given and returns at once; cdk-nag, and on a stage app CloudFormation's default rules
+  (triton_cdk/cfn_rules.py; aws-cdk-lib adds its built-in copy after every plugin of the app), then run while
+  cfn-guard runs; `GuardRun.checker` (added last) waits for the report and returns
   it. Running the plugin in the jsii kernel instead blocks it for the whole cfn-guard run (0.6-0.7 s on the dev
   stage), and its findings come back as objects whose every field is one more round trip from Python.
   aws-cdk-lib's own engine can run Guard rules too (`CloudFormationValidatePlugin(guard_rules=...)`), but took
@@ -29,6 +32,8 @@ importing the package would load its jsii assembly into the kernel, which nothin
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
 import importlib.metadata
 import json
@@ -36,6 +41,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import tarfile
@@ -50,9 +56,9 @@ GUARD_PACKAGE = "cdklabs-cdk-validator-cfnguard"
 # The cdklabs plugin's own name: findings are acknowledged as "cdk-validator-cfnguard::<rule>".
 GUARD_PLUGIN = "cdk-validator-cfnguard"
 RULES_IN_PACKAGE = "package/rules/control-tower/cfn-guard/"
-REPORTS_ON = re.compile(r"#\s*Reports on:\s*\n((?:#[^\n]*AWS::[^\n]*\n)+)")  # one or more lines of types
+RESOURCE_TYPE = re.compile(r"AWS::[A-Za-z0-9]+::[A-Za-z0-9:]+")
 CACHE_INDEX = "reports-on.json"  # rule file name -> the resource types it reports on
-CACHE_LAYOUT = "v2"  # rules/ and package/ (the plugin's code and binary); bump when the layout changes
+CACHE_LAYOUT = "v3"  # rules/ and package/ (the plugin's code and binary); bump when the layout changes
 # The plugin's platform names (its lib/plugin.js getPlatform / getArchitecture).
 GUARD_PLATFORM = {"Linux": "ubuntu", "Darwin": "macos"}.get(platform.system())
 GUARD_ARCHITECTURE = {"x86_64": "x86_64", "AMD64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(
@@ -76,6 +82,8 @@ process.stdin.on('end', () => {
 
 def _package_member(name: str) -> bool:
     """What the runner needs of the package besides the rules: its code and this platform's cfn-guard."""
+    if name.startswith("/") or ".." in name.split("/"):
+        return False
     return (
         name == "package/package.json"
         or (name.startswith("package/lib/") and name.endswith(".js"))
@@ -91,12 +99,11 @@ def _read_package(archive: Path, folder: Path) -> dict[str, list[str]]:
         for member in tar.getmembers():
             if not member.isfile():
                 continue
-            if member.name.startswith(RULES_IN_PACKAGE) and member.name.endswith(".guard"):
+            if member.name.startswith(RULES_IN_PACKAGE) and member.name.endswith(".guard") and ".." not in member.name:
                 text = tar.extractfile(member).read().decode()
                 name = member.name.removeprefix(RULES_IN_PACKAGE).replace("/", "__")
                 (folder / "rules" / name).write_text(text)
-                found = REPORTS_ON.search(text)
-                index[name] = sorted(set(re.findall(r"AWS::[A-Za-z0-9:]+", found.group(1)))) if found else []
+                index[name] = sorted(set(RESOURCE_TYPE.findall(text)))
             elif _package_member(member.name):
                 target = folder / member.name
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -105,17 +112,31 @@ def _read_package(archive: Path, folder: Path) -> dict[str, list[str]]:
     return index
 
 
+def _only_owner_can_change(folder: Path) -> bool:
+    """Whether no other user can replace `folder` or anything in it: it and every folder above it belong to this
+    user or root and are not writable by others, except sticky folders (/tmp), where others cannot rename or
+    delete what is not theirs."""
+    for path in (folder, *folder.parents):
+        info = path.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid not in (os.getuid(), 0):
+            return False
+        others_write = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if others_write and (path == folder or not info.st_mode & stat.S_ISVTX):
+            return False
+    return True
+
+
 def _private_cache_root() -> Path | None:
-    """The user's cache folder for the plugin's files, created 0700; None when it is not private to this user
-    (others could then plant weaker rules or another binary: the caller extracts into a fresh temp folder)."""
+    """The user's cache folder for the plugin's files (its real path), created 0700; None when others could
+    change it (they could then plant weaker rules, other code or another binary, which every synth runs: the
+    caller extracts into a fresh temp folder instead)."""
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "triton-cdk" / "cfn-guard-rules"
     try:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = root.stat()
+        root = root.resolve(strict=True)
+        return root if _only_owner_can_change(root) else None
     except OSError:
         return None
-    private = info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    return root if private and stat.S_ISDIR(info.st_mode) else None
 
 
 def _cached_package(archive: Path) -> tuple[Path, dict[str, list[str]]]:
@@ -124,6 +145,7 @@ def _cached_package(archive: Path) -> tuple[Path, dict[str, list[str]]]:
     root = _private_cache_root()
     if root is None:
         folder = Path(tempfile.mkdtemp(prefix="cfn-guard-rules-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
         return folder, _read_package(archive, folder)
     folder = root / f"{archive.name}-{info.st_size}-{info.st_mtime_ns}-{CACHE_LAYOUT}"
     try:
@@ -152,9 +174,9 @@ def _extracted() -> tuple[Path, dict[str, list[str]]]:
 
 
 def control_tower_rules() -> dict[Path, frozenset[str]]:
-    """Every bundled Control Tower rule file -> the resource types it reports on.
+    """Every bundled Control Tower rule file -> the resource types it names, as written.
 
-    A file whose types cannot be read maps to an empty set and always runs.
+    A file that names no type maps to an empty set and always runs.
     """
     folder, index = _extracted()
     return {folder / "rules" / name: frozenset(types) for name, types in index.items()}
@@ -166,9 +188,11 @@ def plugin_code() -> Path:
 
 
 def rules_for(resource_types: Iterable[str]) -> list[Path]:
-    """The rule files that report on any of `resource_types` (and those that name no type), sorted."""
-    present = set(resource_types)
-    return sorted(path for path, types in control_tower_rules().items() if not types or types & present)
+    """The rule files that name any of `resource_types`, ignoring case (and those that name no type), sorted."""
+    present = {t.lower() for t in resource_types}
+    return sorted(
+        path for path, types in control_tower_rules().items() if not types or {t.lower() for t in types} & present
+    )
 
 
 def template_resource_types(template_paths: Iterable[str]) -> set[str]:
@@ -201,6 +225,8 @@ class GuardRun:
         self.stop()
         self._templates = tuple(template_paths)
         rules = [str(path) for path in rules_for(template_resource_types(self._templates))]
+        if not rules:  # no rule names a type present (cfn-guard refuses to run without rules): nothing to find
+            return
         request = json.dumps({"templates": list(self._templates), "rules": rules}).encode()
         try:
             self._process = subprocess.Popen(
@@ -208,6 +234,7 @@ class GuardRun:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
+                start_new_session=True,  # its own process group: a timeout stops cfn-guard too
             )
             self._process.stdin.write(request)  # a few KiB of paths: never fills the pipe
             self._process.stdin.close()
@@ -220,12 +247,13 @@ class GuardRun:
         """The plugin's report ({"success", "violations"}) for `template_paths`, started now if not yet."""
         if self._process is None or tuple(template_paths) != self._templates:
             self.start(template_paths)
+        if self._process is None:
+            return {"success": True, "violations": []}
         process, self._process = self._process, None
         try:
             out, err = process.communicate(timeout=RUN_TIMEOUT_SECONDS)
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
+            _kill(process)
             raise GuardRunError(f"the Guard rules ran longer than {RUN_TIMEOUT_SECONDS} s") from None
         if process.returncode != 0:
             raise GuardRunError(f"the Guard rules' run failed (exit {process.returncode}): {err.decode()[-2000:]}")
@@ -236,9 +264,15 @@ class GuardRun:
 
     def stop(self) -> None:
         if self._process is not None:
-            self._process.kill()
-            self._process.communicate()
+            _kill(self._process)
             self._process = None
+
+
+def _kill(process: subprocess.Popen) -> None:
+    """Stops the run's process group (Node.js and the cfn-guard it started) and reaps it."""
+    with contextlib.suppress(OSError):  # already gone
+        os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()
 
 
 @jsii.implements(cdk.IPolicyValidationPluginBeta1)

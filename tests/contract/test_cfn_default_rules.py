@@ -99,25 +99,49 @@ def test_without_node_modules_it_runs_in_process_with_the_same_report(tmp_path: 
     assert _without_traces(in_process) == _without_traces(builtin_report)
 
 
+def _other_version(tmp_path: Path) -> Path:
+    """A node_modules whose aws-cdk-lib is not this app's."""
+    package = tmp_path / "node_modules" / "aws-cdk-lib"
+    package.mkdir(parents=True)
+    (package / "package.json").write_text(json.dumps({"version": "2.0.0"}))
+    return package.parent
+
+
 @pytest.mark.parametrize(
     ("props", "note"),
     [
         ({"node_modules": Path("/nonexistent")}, "/nonexistent/aws-cdk-lib is missing"),
+        ({"node_modules": _other_version}, "aws-cdk-lib is 2.0.0, this app's aws-cdk-lib is 2.275.0"),
         ({"node_modules": NODE_MODULES, "node": "/nonexistent/node"}, "cannot start /nonexistent/node"),
         ({"node_modules": NODE_MODULES, "node": "false"}, "the background engine failed (exit 1"),
     ],
 )
 def test_an_engine_that_cannot_run_falls_back_and_says_so(tmp_path, builtin_report, capfd, props, note) -> None:
     """Never fewer checks: the plugin runs in the synth's process, and stderr says why."""
+    props = {k: v(tmp_path) if callable(v) else v for k, v in props.items()}
     reports = _synth_report(tmp_path, _add(CloudFormationDefaultRules(**props)))
     assert note in capfd.readouterr().err
     assert _without_traces(reports) == _without_traces(builtin_report)
 
 
-def test_a_stage_app_runs_the_default_rules_once_in_the_background(tmp_path: Path, capfd) -> None:
-    """create_app switches aws-cdk-lib's built-in copy off and adds the background engine: a finding is
-    reported once, by one plugin, and nothing fell back."""
-    app, stacks = create_app(load_stage("dev"), outdir=str(tmp_path), context=cdk_context())
+def test_an_engine_never_used_is_stopped() -> None:
+    """An app whose synth fails before validation (or never runs) leaves no engine behind: `close`, also
+    registered to run at exit."""
+    rules = CloudFormationDefaultRules(node_modules=NODE_MODULES)
+    process = rules._process
+    assert process is not None and process.poll() is None
+    rules.close()
+    assert process.poll() is not None
+
+
+@pytest.mark.parametrize("in_background", [True, False])
+def test_a_stage_app_runs_the_default_rules_once(tmp_path: Path, capfd, in_background: bool) -> None:
+    """create_app either switches aws-cdk-lib's built-in copy off and adds the background engine, or (app.py
+    under `cdk synth --no-validation`) keeps the built-in copy: a finding is reported once, by one plugin, and
+    nothing fell back."""
+    app, stacks = create_app(
+        load_stage("dev"), default_rules_in_background=in_background, outdir=str(tmp_path), context=cdk_context()
+    )
     _bad_bucket(stacks.artifacts)
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         app.synth()

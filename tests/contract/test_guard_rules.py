@@ -11,6 +11,7 @@ registered as its README shows: the background run (triton_cdk/guard_plugin.py) 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -23,7 +24,15 @@ from cdklabs.cdk_validator_cfnguard import CfnGuardValidator
 from synth_helpers import new_app
 
 from triton_cdk.guard import GUARD_PLUGIN, acknowledge_guard
-from triton_cdk.guard_plugin import GuardRun, control_tower_rules, rules_for, template_resource_types
+from triton_cdk.guard_plugin import (
+    GuardRun,
+    _only_owner_can_change,
+    _package_member,
+    _private_cache_root,
+    control_tower_rules,
+    rules_for,
+    template_resource_types,
+)
 
 
 def _reports(shipped_assemblies: dict[str, Path]) -> dict[str, tuple[Path, dict]]:
@@ -114,15 +123,45 @@ def test_the_background_run_finds_what_the_cdklabs_plugin_finds(shipped_assembli
 
 
 def test_running_only_the_rules_for_present_types_finds_what_all_rules_find(shipped_templates) -> None:
-    """Each Control Tower rule file reports only on the types it names, so loading the files for the types
-    present finds what all 237 files find (on the dev stage's templates)."""
+    """Loading the files for the types present finds what all 237 files find (on the dev stage's templates)."""
     paths = sorted({str(t.path) for t in shipped_templates if t.config == "config/dev"})
     assert len(paths) >= 4
     everything = _reference_findings(paths)
     assert everything and _reference_findings(paths, rules_for(template_resource_types(paths))) == everything
 
 
-def test_every_bundled_rule_file_names_the_types_it_reports_on() -> None:
+def test_no_rule_file_finds_anything_on_a_type_it_is_skipped_for(tmp_path: Path) -> None:
+    """One template per resource type that any rule file names (every spelling: two headers write
+    `AWS::AutoScaling::AutoscalingGroup`), one bare resource each; all 237 files run over all of them. Every
+    finding on a template must come from a file `rules_for` selects for that template's type, so no type
+    present can ever skip a file that would find something."""
+    rules = control_tower_rules()
+    types = sorted(set().union(*rules.values()))
+    assert "AWS::AutoScaling::AutoScalingGroup" in types and len(types) > 50
+    type_of: dict[str, str] = {}
+    for number, resource_type in enumerate(types):
+        path = tmp_path / f"t{number}.json"
+        path.write_text(json.dumps({"Resources": {"R": {"Type": resource_type, "Properties": {}}}}))
+        type_of[str(path.resolve())] = resource_type
+    findings = _reference_findings(sorted(type_of))
+    assert len({template for _, template, _ in findings}) > 30, "too few findings to prove anything"
+    rule_texts = {path: path.read_text() for path in rules}
+    for rule_name, template, _ in findings:
+        files = {path for path, text in rule_texts.items() if re.search(rf"\brule\s+{re.escape(rule_name)}\b", text)}
+        assert files, rule_name
+        assert files & set(rules_for([type_of[template]])), (rule_name, type_of[template])
+
+
+def test_no_rule_for_the_types_present_is_a_pass_without_running_cfn_guard(tmp_path: Path) -> None:
+    """cfn-guard refuses to run without rules; the cdklabs plugin would run all and find nothing."""
+    template = tmp_path / "t.json"
+    template.write_text(json.dumps({"Resources": {"H": {"Type": "AWS::CloudFormation::WaitConditionHandle"}}}))
+    assert rules_for(template_resource_types([str(template)])) == []
+    assert GuardRun(node="false").report([str(template)]) == {"success": True, "violations": []}
+    assert not _reference_findings([str(template)])
+
+
+def test_every_bundled_rule_file_names_the_types_it_checks() -> None:
     rules = control_tower_rules()
     assert len(rules) > 200
     assert not [path.name for path, types in rules.items() if not types]
@@ -196,3 +235,29 @@ def test_a_run_that_crashes_fails_the_synth(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         app.synth()
     assert "failed (exit 1)" in json.dumps(_guard_report(tmp_path))
+
+
+def test_the_cache_is_used_only_where_no_other_user_can_change_it(tmp_path: Path, monkeypatch) -> None:
+    """The cache holds code and a binary every synth runs: a folder others may write to, or one below such a
+    folder without the sticky bit, is refused (the files are then read into a fresh temp folder)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(shared / "cache"))
+    shared.chmod(0o777)
+    assert _private_cache_root() is None
+    shared.chmod(0o1777)  # sticky, like /tmp
+    assert _private_cache_root() == (shared / "cache" / "triton-cdk" / "cfn-guard-rules").resolve()
+    (shared / "cache" / "triton-cdk").chmod(0o777)
+    assert _private_cache_root() is None
+    link = tmp_path / "link"
+    link.symlink_to(shared)
+    (shared / "cache" / "triton-cdk").chmod(0o700)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(link / "cache"))
+    assert _private_cache_root() == (shared / "cache" / "triton-cdk" / "cfn-guard-rules").resolve()
+    assert _only_owner_can_change(tmp_path)
+
+
+def test_package_names_that_climb_out_are_not_extracted() -> None:
+    assert not _package_member("package/lib/../../x.js")
+    assert not _package_member("/package/lib/plugin.js")
+    assert _package_member("package/lib/plugin.js")
