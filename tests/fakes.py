@@ -2,14 +2,20 @@
 
 - FakeSageMakerRuntime: SageMaker's runtime front in front of a real local Triton, used by the
   client tests (tests/client/conftest.py's `fake_sagemaker_runtime`) and the pipeline's smoke tests.
+- serving_front: the local endpoint's real front (sockets, threads) on loopback, always shut down.
+- within: fail a block that blocks (a FIFO opened for reading) instead of hanging the test run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from endpoint_client.front import FrontServer, SageMakerAPI
 from endpoint_client.local_endpoint import LOOPBACK
 from endpoint_client.transport import TARGET_MODEL_HEADER, http_request
 
@@ -96,3 +102,34 @@ class FakeSageMakerRuntime:
             aws_secret_access_key="testing",
             config=Config(retries={"total_max_attempts": 1}),  # only our retry policy may retry
         )
+
+
+@contextlib.contextmanager
+def serving_front(api: SageMakerAPI, **limits: float) -> Iterator[FrontServer]:
+    """The real front (sockets, threads) on 127.0.0.1 and a free port; always shut down."""
+    server = FrontServer(LOOPBACK, 0, api, **limits)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def within(seconds: float) -> Iterator[None]:
+    """Fail (instead of hanging the test run) when the block blocks, e.g. on a FIFO: SIGALRM interrupts the
+    blocking system call and the handler's exception propagates (PEP 475)."""
+
+    def expired(signum, frame):
+        raise TimeoutError(f"blocked for more than {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -7,11 +7,14 @@ registering the plain `CfnGuardValidator`, each measured (bench/README.md):
 - Every violation is an error. The plugin gives its violations no severity, and aws-cdk-lib (2.275) re-judges a
   report once any of its findings is acknowledged: success unless a violation left has severity "error" or
   "fatal". So after the first acknowledgement, further findings would pass.
-- Only the rule files that name a resource type the templates hold are run. A Control Tower rule file selects
-  the resources it checks by type (`Type == "AWS::..."`, also listed under "Reports on:"), so a file that names
-  none of the types present finds nothing: tested over a template with a resource of every type any file names.
-  Types are compared ignoring case, as two files' headers spell `AWS::AutoScaling::AutoscalingGroup`. On the dev
-  stage this runs 28 of the 237 files (cfn-guard's CPU time: 10.2 s for all of them, 0.6 s for these).
+- Only the rule files that check a resource type the templates hold are run. A Control Tower rule file selects
+  the resources it checks by type (`Resources.*[ Type == %X_TYPE ]`, with `let X_TYPE = "AWS::..."`; the header
+  lists them under "Reports on:"), so a file that selects none of the types present finds nothing: tested over
+  a template with a resource of every type any file names. The types a file selects are those of its header and
+  of its `Type ==` selectors, compared ignoring case (two headers spell `AWS::AutoScaling::AutoscalingGroup`);
+  a selector whose type cannot be read makes every type the file names count. Types a file names only as the
+  target of a reference (a trail's `AWS::KMS::Key`) do not select it. On the dev stage this runs 28 of the 237
+  files (cfn-guard's CPU time: 10.2 s for all of them, 0.6 s for these).
 - The run overlaps the other checks. aws-cdk-lib invokes the validation plugins one after another, in the order
   they were added. `GuardRun.starter` (added first) starts the plugin, in a Node.js process of its own, on the
   templates it is given and returns at once; cdk-nag, and on a stage app CloudFormation's default rules
@@ -57,8 +60,11 @@ GUARD_PACKAGE = "cdklabs-cdk-validator-cfnguard"
 GUARD_PLUGIN = "cdk-validator-cfnguard"
 RULES_IN_PACKAGE = "package/rules/control-tower/cfn-guard/"
 RESOURCE_TYPE = re.compile(r"AWS::[A-Za-z0-9]+::[A-Za-z0-9:]+")
+REPORTS_ON = re.compile(r"#\s*Reports on:\s*\n((?:#[^\n]*AWS::[^\n]*\n)+)")  # one or more lines of types
+TYPE_CONSTANT = re.compile(r'let\s+(\w+)\s*=\s*"(AWS::[A-Za-z0-9:]+)"')
+TYPE_SELECTOR = re.compile(r'Type\s*==\s*(?:%(\w+)|"(AWS::[A-Za-z0-9:]+)")')
 CACHE_INDEX = "reports-on.json"  # rule file name -> the resource types it reports on
-CACHE_LAYOUT = "v3"  # rules/ and package/ (the plugin's code and binary); bump when the layout changes
+CACHE_LAYOUT = "v5"  # rules/ and package/ (the plugin's code and binary); bump when the layout changes
 # The plugin's platform names (its lib/plugin.js getPlatform / getArchitecture).
 GUARD_PLATFORM = {"Linux": "ubuntu", "Darwin": "macos"}.get(platform.system())
 GUARD_ARCHITECTURE = {"x86_64": "x86_64", "AMD64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(
@@ -91,6 +97,22 @@ def _package_member(name: str) -> bool:
     )
 
 
+def selected_types(rule_text: str) -> set[str]:
+    """The resource types a rule file checks: those of its "Reports on:" header and its `Type ==` selectors;
+    every type it names when a selector's constant is not a resource type this can read."""
+    header = REPORTS_ON.search(rule_text)
+    types = set(RESOURCE_TYPE.findall(header.group(1))) if header else set()
+    constants = dict(TYPE_CONSTANT.findall(rule_text))
+    for constant, literal in TYPE_SELECTOR.findall(rule_text):
+        if literal:
+            types.add(literal)
+        elif constant in constants:
+            types.add(constants[constant])
+        elif not constant.islower():  # lower case: a helper's parameter (`check_local_references`), no selector
+            return set(RESOURCE_TYPE.findall(rule_text))
+    return types
+
+
 def _read_package(archive: Path, folder: Path) -> dict[str, list[str]]:
     """Writes the rule files (rules/) and the plugin's code and binary (package/) into `folder`; returns the index."""
     index: dict[str, list[str]] = {}
@@ -103,7 +125,7 @@ def _read_package(archive: Path, folder: Path) -> dict[str, list[str]]:
                 text = tar.extractfile(member).read().decode()
                 name = member.name.removeprefix(RULES_IN_PACKAGE).replace("/", "__")
                 (folder / "rules" / name).write_text(text)
-                index[name] = sorted(set(RESOURCE_TYPE.findall(text)))
+                index[name] = sorted(selected_types(text))
             elif _package_member(member.name):
                 target = folder / member.name
                 target.parent.mkdir(parents=True, exist_ok=True)

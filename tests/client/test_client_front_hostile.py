@@ -18,10 +18,10 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fakes import serving_front
 
 from endpoint_client import model_registry as registry_module
 from endpoint_client.front import FrontServer, SageMakerAPI
@@ -59,20 +59,6 @@ class StubTriton:
 
     def model_state(self, model: str, *, timeout: float = 10.0) -> str | None:
         return None
-
-
-@contextlib.contextmanager
-def serving(api: SageMakerAPI, **limits: float) -> Iterator[FrontServer]:
-    """The real front (sockets, threads) on 127.0.0.1 and a free port; always shut down."""
-    server = FrontServer(LOOPBACK, 0, api, **limits)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def exchange(port: int, raw: bytes, timeout: float = 20, *, head_first: bool = False) -> bytes:
@@ -200,7 +186,7 @@ def test_an_error_while_loading_is_a_500_with_a_message_never_a_dropped_connecti
     folder = stage_image_pipeline(tmp_path / "mme")
     load = json.dumps({"model_name": "image_classifier.tar.gz", "url": str(folder)}).encode()
 
-    with serving(api) as server:
+    with serving_front(api) as server:
         port = server.server_address[1]
         reply = exchange(port, post("/models", load))
         assert status_of(reply) == 500, reply
@@ -230,7 +216,7 @@ def test_idle_connections_are_bounded_in_threads_and_closed_after_the_idle_timeo
     Scaled down: 60 idle connections to a front that serves 8 (and refuses 4 more) at a time."""
     api = SageMakerAPI(StubTriton(), ping_mode="ready", default_model="m", registry=None)
     baseline = threading.active_count()
-    with serving(api, max_connections=8, max_refusing=4, idle_timeout=1.0) as server:
+    with serving_front(api, max_connections=8, max_refusing=4, idle_timeout=1.0) as server:
         port = server.server_address[1]
         started = time.monotonic()
         clients = [socket.create_connection((LOOPBACK, port), timeout=5) for _ in range(60)]
@@ -259,7 +245,7 @@ def test_an_idle_keep_alive_connection_is_closed_and_a_busy_one_is_not() -> None
     api = SageMakerAPI(StubTriton(), ping_mode="ready", default_model="m", registry=None)
     ping = b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"
     with (
-        serving(api, idle_timeout=0.5) as server,
+        serving_front(api, idle_timeout=0.5) as server,
         socket.create_connection(server.server_address, timeout=10) as client,
     ):
         for _ in range(4):  # requests closer together than the timeout keep the connection
@@ -289,7 +275,7 @@ def test_overloaded_clients_read_a_503_with_connection_close_never_a_reset(
         except OSError as error:
             results.append(error)
 
-    with serving(api, **limits) as server:
+    with serving_front(api, **limits) as server:
         port = server.server_address[1]
         if overload == "requests":
             monkeypatch.setattr(server, "slots", threading.BoundedSemaphore(4))

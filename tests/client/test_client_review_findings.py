@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fakes import serving_front
 
 from endpoint_client import front as front_module
 from endpoint_client import local_endpoint as local_module
@@ -330,15 +331,8 @@ def test_a_zero_by_zero_image_is_an_error_not_a_traceback(tmp_path: Path, capsys
 @pytest.fixture
 def stub_front() -> Iterator[FrontServer]:
     """The real front (sockets, threads) on 127.0.0.1 in front of a stub Triton."""
-    api = SageMakerAPI(StubTriton(), ping_mode="ready", default_model="add_sub", registry=None)
-    server = FrontServer(LOOPBACK, 0, api)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving_front(SageMakerAPI(StubTriton(), ping_mode="ready", default_model="add_sub", registry=None)) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _exchange(port: int, raw: bytes, timeout: float = 10) -> bytes:

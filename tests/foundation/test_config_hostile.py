@@ -6,10 +6,8 @@ a ConfigError, fast, short, and name the file.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fakes import within
 
 from model_build.config_yaml import MAX_DEPTH, MAX_FILE_BYTES
 from triton_cdk.config import ConfigError, load_config
@@ -368,22 +367,6 @@ instance_group [ { count: 1 kind: KIND_CPU } ]
 """
 
 
-@contextlib.contextmanager
-def _within(seconds: float):
-    """Fail instead of hanging the run (a FIFO blocks an open() for ever): SIGALRM's exception interrupts it."""
-
-    def expired(signum, frame):
-        raise TimeoutError(f"blocked for more than {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def _python_project(tmp_path: Path, config: str = PY_CONFIG) -> Path:
     """tmp/project/pymodel: a python model's source folder (config.pbtxt, 1/model.py)."""
     folder = tmp_path / "project" / "pymodel"
@@ -442,7 +425,7 @@ def test_python_model_folder_rules_apply_at_synth_m5(tmp_path):
     (folder / "bad name.txt").write_text("")
     (folder / "1" / "weights").symlink_to(folder / "config.pbtxt")  # inside the project, still a link
     os.mkfifo(folder / "pipe")
-    with _within(10):
+    with within(10):
         message = refused(_python_stage(tmp_path), source_roots=(root,))
     assert "holds " in message and "pipe, which is not a regular file or folder (a FIFO, device or socket)" in message
     (folder / "pipe").unlink()
@@ -456,7 +439,7 @@ def test_a_fifo_config_does_not_hang_synth_m2(tmp_path):
     root = _python_project(tmp_path)
     (root / "pymodel" / "config.pbtxt").unlink()
     os.mkfifo(root / "pymodel" / "config.pbtxt")
-    with _within(10):
+    with within(10):
         message = refused(_python_stage(tmp_path), source_roots=(root,))
     assert "config.pbtxt, which is not a regular file or folder (a FIFO, device or socket)" in message
 

@@ -7,7 +7,6 @@ the rule is Triton's, the python backend's or pip's. The synth-level cases (a st
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
 import os
@@ -23,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ensemble_fixtures import PRE_CONFIG, pipeline_repository, write_pipeline
+from fakes import within
 from google.protobuf import text_format
 from model_fixtures import conda_pack_like
 from pydantic import ValidationError
@@ -53,23 +53,6 @@ from model_build.settings import MAX_STEP_TENSORS, TENSOR_NAME_PATTERN, ModelSet
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SHA = "0123abcd" * 8  # a real-length sha256 digest (64 hex digits)
-
-
-@contextlib.contextmanager
-def within(seconds: float):
-    """Fail (instead of hanging the test run) when the block blocks, e.g. on a FIFO: SIGALRM interrupts the
-    blocking system call and the handler's exception propagates (PEP 475)."""
-
-    def expired(signum, frame):
-        raise TimeoutError(f"blocked for more than {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def run_cli(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
