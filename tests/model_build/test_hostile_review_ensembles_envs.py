@@ -760,25 +760,36 @@ def test_m11_sigterm_during_pip_ends_pip_and_leaves_nothing(tmp_path):
 
 def test_m11_sigterm_while_an_archive_is_written_removes_the_temporary_file(tmp_path):
     """The environment archive (and the package) are written to `.<name>.<random>.tmp` beside the target
-    (model_build.atomic): interrupted, the temporary file is removed, the target never appears."""
-    repo = python_env_repository(tmp_path)
-    # pip "installs" 192 MiB of random bytes (stored, not deflated): writing the archive takes a while.
-    # Its arguments: --python <env>/bin/python install|check ...
-    python = fake_python(
-        tmp_path / "py",
-        '  env="$(dirname "$(dirname "$2")")"\n'
-        '  if [ "$3" = install ]; then head -c 201326592 /dev/urandom > "$env/lib/big.bin"; fi\n'
-        "  exit 0",
-    )
-    cache, out = tmp_path / "cache", tmp_path / "out"
-    process = start_package(repo, out, python, cache)
-    try:
-        wait_for(lambda: list(cache.glob(".*.tar.gz.*.tmp")), 120)
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    (model_build.atomic): interrupted, the temporary file is removed, the target never appears.
+
+    The packer is stopped (SIGSTOP) as soon as the temporary file appears and signalled only while the file is
+    still there, so a loaded machine cannot let the write finish first; if it did anyway, the run is repeated."""
+    for attempt in range(3):
+        work = tmp_path / str(attempt)
+        repo = python_env_repository(work)
+        # pip "installs" 192 MiB of random bytes (stored, not deflated): writing the archive takes a while.
+        # Its arguments: --python <env>/bin/python install|check ...
+        python = fake_python(
+            work / "py",
+            '  env="$(dirname "$(dirname "$2")")"\n'
+            '  if [ "$3" = install ]; then head -c 201326592 /dev/urandom > "$env/lib/big.bin"; fi\n'
+            "  exit 0",
+        )
+        cache, out = work / "cache", work / "out"
+        process = start_package(repo, out, python, cache)
+        try:
+            wait_for(lambda: list(cache.glob(".*.tar.gz.*.tmp")), 120)  # noqa: B023 (called in this iteration)
+            process.send_signal(signal.SIGSTOP)
+            mid_write = bool(list(cache.glob(".*.tar.gz.*.tmp")))
+            process.send_signal(signal.SIGTERM)
+            process.send_signal(signal.SIGCONT)
+            _, stderr = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        if mid_write:
+            break
+    assert mid_write, "the archive was written before the signal in every attempt"
     assert process.returncode == 128 + signal.SIGTERM, stderr
     assert "Traceback" not in stderr, stderr
     assert list(cache.iterdir()) == []  # no temporary archive, no work folder, no half entry
