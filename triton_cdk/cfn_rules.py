@@ -26,12 +26,13 @@ from __future__ import annotations
 import atexit
 import importlib.metadata
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import aws_cdk as cdk
 import jsii
+
+from triton_cdk.node_script import NodeScript, NodeScriptError
 
 # aws-cdk-lib's CloudFormationValidatePlugin.PLUGIN_NAME (tests/contract/test_cfn_default_rules.py checks it).
 PLUGIN_NAME = "CloudFormation Validate"
@@ -79,7 +80,7 @@ class CloudFormationDefaultRules:
         self._in_process: cdk.CloudFormationValidatePlugin | None = None
         self._version: str | None = None
         self._rule_ids: list[str] | None = None
-        self._process: subprocess.Popen | None = None
+        self._engine: NodeScript | None = None
         if node_modules is None:
             return
         wanted, found = importlib.metadata.version("aws-cdk-lib"), engine_package_version(node_modules)
@@ -87,12 +88,7 @@ class CloudFormationDefaultRules:
             _note(f"{node_modules}/aws-cdk-lib is {found or 'missing'}, this app's aws-cdk-lib is {wanted} (npm ci)")
             return
         try:
-            self._process = subprocess.Popen(
-                [node, "-e", ENGINE, str(node_modules)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-            )
+            self._engine = NodeScript(node, ENGINE, str(node_modules))
         except OSError as error:
             _note(f"cannot start {node}: {error}")
             return
@@ -100,10 +96,9 @@ class CloudFormationDefaultRules:
 
     def close(self) -> None:
         """Stops the background engine if it has not been used."""
-        if self._process is not None:
-            self._process.kill()
-            self._process.communicate()
-            self._process = None
+        if self._engine is not None:
+            self._engine.stop()
+            self._engine = None
 
     @property
     def name(self) -> str:
@@ -118,7 +113,7 @@ class CloudFormationDefaultRules:
         return self._in_process.rule_ids if self._in_process is not None else self._rule_ids
 
     def validate(self, context: cdk.IPolicyValidationContext) -> cdk.PolicyValidationPluginReport:
-        if self._process is not None:
+        if self._engine is not None:
             report = self._background_report(context)
             if report is not None:
                 return report
@@ -127,7 +122,7 @@ class CloudFormationDefaultRules:
         return self._in_process.validate(context)
 
     def _background_report(self, context: cdk.IPolicyValidationContext) -> cdk.PolicyValidationPluginReport | None:
-        process, self._process = self._process, None
+        engine, self._engine = self._engine, None
         request = {
             "templatePaths": list(context.template_paths),
             "stackTemplates": [
@@ -141,26 +136,14 @@ class CloudFormationDefaultRules:
             ],
         }
         try:
-            out, err = process.communicate(json.dumps(request).encode(), timeout=RUN_TIMEOUT_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
-            _note(f"the background engine ran longer than {RUN_TIMEOUT_SECONDS} s")
-            return None
-        except OSError as error:  # it died before reading the request
-            process.kill()
-            process.communicate()
-            _note(f"the background engine failed: {error}")
-            return None
-        try:
-            if process.returncode != 0:
-                raise ValueError(f"exit {process.returncode}: {err.decode(errors='replace')[-2000:]}")
-            result = json.loads(out)
+            result = engine.result(RUN_TIMEOUT_SECONDS, request)
             self._version, self._rule_ids = result["version"], result["ruleIds"]
             return plugin_report(result["report"])
-        except (ValueError, KeyError, TypeError) as error:
-            _note(f"the background engine failed ({error})")
-            return None
+        except NodeScriptError as error:
+            _note(f"the background engine {error}")
+        except (KeyError, TypeError) as error:
+            _note(f"the background engine wrote an unexpected result ({error!r})")
+        return None
 
 
 def plugin_report(report: dict) -> cdk.PolicyValidationPluginReport:

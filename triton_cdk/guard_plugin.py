@@ -36,7 +36,6 @@ importing the package would load its jsii assembly into the kernel, which nothin
 from __future__ import annotations
 
 import atexit
-import contextlib
 import functools
 import importlib.metadata
 import json
@@ -44,9 +43,7 @@ import os
 import platform
 import re
 import shutil
-import signal
 import stat
-import subprocess
 import tarfile
 import tempfile
 from collections.abc import Iterable
@@ -54,6 +51,8 @@ from pathlib import Path
 
 import aws_cdk as cdk
 import jsii
+
+from triton_cdk.node_script import NodeScript, NodeScriptError
 
 GUARD_PACKAGE = "cdklabs-cdk-validator-cfnguard"
 # The cdklabs plugin's own name: findings are acknowledged as "cdk-validator-cfnguard::<rule>".
@@ -238,7 +237,7 @@ class GuardRun:
 
     def __init__(self, *, node: str = "node") -> None:
         self._node = node
-        self._process: subprocess.Popen | None = None
+        self._script: NodeScript | None = None
         self._templates: tuple[str, ...] = ()
         self.starter = _GuardStart(self)
         self.checker = GuardRulesCheck(self)
@@ -249,52 +248,29 @@ class GuardRun:
         rules = [str(path) for path in rules_for(template_resource_types(self._templates))]
         if not rules:  # no rule names a type present (cfn-guard refuses to run without rules): nothing to find
             return
-        request = json.dumps({"templates": list(self._templates), "rules": rules}).encode()
         try:
-            self._process = subprocess.Popen(
-                [self._node, "-e", RUNNER, str(plugin_code())],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,  # its own process group: a timeout stops cfn-guard too
-            )
-            self._process.stdin.write(request)  # a few KiB of paths: never fills the pipe
-            self._process.stdin.close()
-            self._process.stdin = None  # communicate() would flush it
+            self._script = NodeScript(self._node, RUNNER, str(plugin_code()))
+            self._script.send({"templates": list(self._templates), "rules": rules})
         except OSError as error:
             self.stop()
             raise GuardRunError(f"cannot start the Guard rules' Node.js process ({self._node}): {error}") from error
 
     def report(self, template_paths: Iterable[str]) -> dict:
         """The plugin's report ({"success", "violations"}) for `template_paths`, started now if not yet."""
-        if self._process is None or tuple(template_paths) != self._templates:
+        if self._script is None or tuple(template_paths) != self._templates:
             self.start(template_paths)
-        if self._process is None:
+        if self._script is None:
             return {"success": True, "violations": []}
-        process, self._process = self._process, None
+        script, self._script = self._script, None
         try:
-            out, err = process.communicate(timeout=RUN_TIMEOUT_SECONDS)
-        except subprocess.TimeoutExpired:
-            _kill(process)
-            raise GuardRunError(f"the Guard rules ran longer than {RUN_TIMEOUT_SECONDS} s") from None
-        if process.returncode != 0:
-            raise GuardRunError(f"the Guard rules' run failed (exit {process.returncode}): {err.decode()[-2000:]}")
-        try:
-            return json.loads(out)
-        except ValueError as error:
-            raise GuardRunError(f"the Guard rules' run wrote no report ({error}): {out[:200]!r}") from error
+            return script.result(RUN_TIMEOUT_SECONDS)
+        except NodeScriptError as error:
+            raise GuardRunError(f"the Guard rules' run {error}") from error
 
     def stop(self) -> None:
-        if self._process is not None:
-            _kill(self._process)
-            self._process = None
-
-
-def _kill(process: subprocess.Popen) -> None:
-    """Stops the run's process group (Node.js and the cfn-guard it started) and reaps it."""
-    with contextlib.suppress(OSError):  # already gone
-        os.killpg(process.pid, signal.SIGKILL)
-    process.communicate()
+        if self._script is not None:
+            self._script.stop()
+            self._script = None
 
 
 @jsii.implements(cdk.IPolicyValidationPluginBeta1)

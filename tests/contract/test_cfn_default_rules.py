@@ -128,7 +128,7 @@ def test_an_engine_never_used_is_stopped() -> None:
     """An app whose synth fails before validation (or never runs) leaves no engine behind: `close`, also
     registered to run at exit."""
     rules = CloudFormationDefaultRules(node_modules=NODE_MODULES)
-    process = rules._process
+    process = rules._engine._process
     assert process is not None and process.poll() is None
     rules.close()
     assert process.poll() is not None
