@@ -185,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument(
         "--host",
         default="127.0.0.1",
-        help="address to listen on (default 127.0.0.1); anything but loopback exposes the endpoint, with a warning",
+        help="loopback address to listen on (default 127.0.0.1; ::1 or localhost); others are refused",
     )
     local.add_argument(
         "--env",
@@ -314,7 +314,7 @@ def _raise_stop(signum: int, _frame: object) -> None:
 
 def run_local(args: argparse.Namespace) -> int:
     # the invoke path needs none of this
-    from endpoint_client.local_endpoint import LocalEndpoint, exposure_warning
+    from endpoint_client.local_endpoint import LocalEndpoint, bind_address
     from endpoint_client.onnx_standin import substitution_notice
 
     if args.multi_model == (args.archive is not None):
@@ -323,9 +323,7 @@ def run_local(args: argparse.Namespace) -> int:
         raise InvalidInputError("--load is for --multi-model endpoints")
     if args.inference_component and args.multi_model:
         raise InvalidInputError("--inference-component is for single-model endpoints (SageMaker's are)")
-    warning = exposure_warning(args.host)
-    if warning:
-        print(warning, file=sys.stderr)
+    bind_address(args.host)  # refused before anything is extracted or started
     environment = dict(args.env)
     if args.model_name:
         environment["SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"] = args.model_name

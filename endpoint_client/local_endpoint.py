@@ -8,8 +8,9 @@ with an empty repository and loads archives by name through the SageMaker multi-
 
 Every socket listens on loopback: Triton's own SageMaker service cannot be bound to an address (it
 always takes 0.0.0.0, see triton_backend.py), so it stays off; Triton serves KServe HTTP on a private
-127.0.0.1 port, and the SageMaker API is served by our front (front.py) on 127.0.0.1:PORT. `host`
-widens the front's address only when asked (the CLI's --host, with a warning); Triton stays on loopback.
+127.0.0.1 port, and the SageMaker API is served by our front (front.py) on 127.0.0.1:PORT. `host` picks
+another loopback address for the front (the CLI's --host); any other address is refused: the endpoint has
+no authentication.
 
 The server runs in its own process group; stop() ends the whole group (Python backend stubs
 included), also after a failed start.
@@ -62,28 +63,21 @@ def free_port() -> int:
 
 
 def bind_address(host: str) -> str:
-    """An IP literal to bind the front to ("localhost" = 127.0.0.1); refuses names that need resolving."""
+    """A loopback IP literal to bind the front to ("localhost" = 127.0.0.1); refuses names that need resolving
+    and every address beyond loopback (the endpoint has no authentication)."""
     if host == "localhost":
         return LOOPBACK
     try:
-        return str(ipaddress.ip_address(host))
+        address = ipaddress.ip_address(host)
     except ValueError:
-        raise LocalEndpointError(f"--host {host!r} is not an IP address (e.g. 127.0.0.1, ::1 or 0.0.0.0)") from None
-
-
-def is_loopback(host: str) -> bool:
-    return ipaddress.ip_address(bind_address(host)).is_loopback
-
-
-def exposure_warning(host: str) -> str | None:
-    """The warning for a front bound beyond loopback (None on loopback)."""
-    if is_loopback(host):
-        return None
-    return (
-        f"WARNING: --host {host} lets every host that can reach this machine call the local endpoint, which has "
-        "no authentication (anyone can run inferences and load archives already extracted here); "
-        "Triton itself stays on 127.0.0.1"
-    )
+        raise LocalEndpointError(f"--host {host!r} is not an IP address (e.g. 127.0.0.1 or ::1)") from None
+    if not address.is_loopback:
+        raise LocalEndpointError(
+            f"--host {host}: the local endpoint listens on loopback only (127.0.0.1, ::1 or localhost): it has no "
+            "authentication. To call it from another machine, forward a port over SSH "
+            "(ssh -L 8080:127.0.0.1:8080 this-machine)"
+        )
+    return str(address)
 
 
 def extract_archive(archive: Path, destination: Path) -> None:

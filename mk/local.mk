@@ -8,7 +8,7 @@
 #                              as the build generates them, each TensorRT model run from the ONNX its engine is
 #                              built from (on ONNX Runtime, named as substituted when the endpoint starts)
 #   make local LOCAL_PORT=0    any free loopback port (the address is printed once /ping answers)
-#   make local LOCAL_HOST=...  listen elsewhere than 127.0.0.1 (prints a warning: no authentication)
+#   make local LOCAL_HOST=...  another loopback address (::1); others are refused: no authentication
 #   make .venv-triton/.stamp   only (re)create the Triton venv (make test's pytest step needs it)
 #
 # The server comes from the nvidia-pytriton wheel (CPU tritonserver 2.51, Python backend only), which

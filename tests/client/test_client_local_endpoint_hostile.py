@@ -143,16 +143,16 @@ def test_every_socket_of_the_local_endpoint_listens_on_loopback(triton_env: Path
                 process.wait()
 
 
-def test_a_wider_host_is_announced_with_a_warning(tmp_path: Path) -> None:
-    """--host widens the front only when asked, and says so; nothing is bound here (the archive is missing)."""
+def test_a_wider_host_is_refused_before_anything_else(tmp_path: Path) -> None:
+    """Servers we start listen on loopback only: --host 0.0.0.0 is refused before the archive is even read."""
     result = subprocess.run(
         [sys.executable, "-m", "endpoint_client", "local", str(tmp_path / "missing.tar.gz"), "--host", "0.0.0.0"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
 
     assert result.returncode == 1
-    assert result.stderr.startswith("WARNING: --host 0.0.0.0 lets every host that can reach this machine call")
-    assert "ERROR: archive" in result.stderr
+    assert result.stderr.startswith("ERROR: --host 0.0.0.0: the local endpoint listens on loopback only")
+    assert "ERROR: archive" not in result.stderr and "Traceback" not in result.stderr
 
 
 # --- the multi-model API ---------------------------------------------------------------------------------

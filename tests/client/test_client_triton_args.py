@@ -7,13 +7,15 @@ parsed in order, the last value winning.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from endpoint_client.errors import LocalEndpointError
-from endpoint_client.local_endpoint import LocalEndpoint, bind_address, exposure_warning, is_loopback
+from endpoint_client.local_endpoint import LocalEndpoint, bind_address
 from endpoint_client.sagemaker_serve import serve_plan
 from endpoint_client.triton_backend import KEY_HEADER, local_arguments, network_options_in
 from endpoint_client.triton_install import TritonInstall
@@ -92,12 +94,16 @@ def test_additional_args_that_widen_the_addresses_are_refused(tmp_path: Path) ->
     ("host", "loopback"), [("127.0.0.1", True), ("localhost", True), ("::1", True), ("127.0.0.2", True),
                            ("0.0.0.0", False), ("::", False), ("192.168.1.10", False)]
 )  # fmt: skip
-def test_only_loopback_hosts_go_without_a_warning(host: str, loopback: bool) -> None:
-    assert is_loopback(host) is loopback
-    warning = exposure_warning(host)
-    assert (warning is None) is loopback
-    if warning:
-        assert warning.startswith(f"WARNING: --host {host} lets every host that can reach this machine call")
+def test_only_loopback_hosts_are_accepted(host: str, loopback: bool) -> None:
+    """Servers we start listen on loopback only: the endpoint has no authentication."""
+    if loopback:
+        assert ipaddress.ip_address(bind_address(host)).is_loopback
+    else:
+        refusal = rf"--host {re.escape(host)}: the local endpoint listens on loopback only"
+        with pytest.raises(LocalEndpointError, match=refusal):
+            bind_address(host)
+        with pytest.raises(LocalEndpointError, match="loopback only"):
+            LocalEndpoint(None, multi_model=True, host=host)
 
 
 def test_a_host_name_is_refused() -> None:
