@@ -31,10 +31,22 @@ class NodeScript:
         )
 
     def send(self, request: Any) -> None:
-        """Writes the request and closes stdin, so the script can start on it now (OSError if it has died)."""
-        self._process.stdin.write(json.dumps(request).encode())  # a few KiB: never fills the pipe
-        self._process.stdin.close()
-        self._process.stdin = None  # communicate() would flush it
+        """Writes the request and closes stdin, so the script can start on it now.
+
+        A script that died before reading it is reported by result(), with its exit status and stderr: the
+        broken pipe is not an error here. stdin is detached from the Popen before writing: a Popen still holding
+        a half-written broken pipe fails in communicate() with a ValueError and leaves its state half-set
+        (CPython's Popen._communicate), after which stop() could not reap it (the flake of issue #22 item 0).
+        """
+        stdin, self._process.stdin = self._process.stdin, None
+        try:
+            stdin.write(json.dumps(request).encode())  # a few KiB: never fills the pipe
+            stdin.flush()
+        except BrokenPipeError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):  # a broken pipe's buffered bytes cannot be flushed: drop them
+                stdin.close()
 
     def result(self, timeout: float, request: Any = None) -> Any:
         """The script's JSON output, after sending `request` if it was not sent yet."""
@@ -44,7 +56,7 @@ class NodeScript:
         except subprocess.TimeoutExpired:
             self.stop()
             raise NodeScriptError(f"ran longer than {timeout} s") from None
-        except OSError as error:  # it died before reading the request
+        except (OSError, ValueError) as error:  # it died before reading the request
             self.stop()
             raise NodeScriptError(f"failed: {error}") from error
         if self._process.returncode != 0:
@@ -55,7 +67,15 @@ class NodeScript:
             raise NodeScriptError(f"wrote no JSON result ({error}): {out[:200]!r}") from error
 
     def stop(self) -> None:
-        """Stops the script's process group and reaps it."""
+        """Stops the script's process group and reaps it.
+
+        wait() and plain close() rather than a second communicate(): after a failed communicate() its
+        internal state may be half-set, and a killed process needs nothing read from its pipes.
+        """
         with contextlib.suppress(OSError):  # already gone
             os.killpg(self._process.pid, signal.SIGKILL)
-        self._process.communicate()
+        self._process.wait()
+        for pipe in (self._process.stdin, self._process.stdout, self._process.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
