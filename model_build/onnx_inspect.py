@@ -6,7 +6,7 @@ starts here, so a bad file is refused once, with its name, before anything is wr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import onnx
@@ -15,6 +15,7 @@ from onnx import TensorProto
 
 from model_build.errors import InvalidModelError
 from model_build.onnx_external import ExternalDataError, MalformedModelError, external_data
+from model_build.ort_shapes import session_shapes
 
 # ONNX element type -> Triton data type (model_config.proto DataType). Types Triton cannot carry
 # (complex, float8, int4, ...) are refused rather than mapped to something close.
@@ -36,6 +37,8 @@ ONNX_TO_TRITON: dict[int, str] = {
 }
 
 DYNAMIC = -1
+DEFAULT_DOMAIN = "ai.onnx"  # ONNX's default operator set ("" in a node's domain field)
+ML_DOMAIN = "ai.onnx.ml"  # ONNX-ML: classical machine-learning operators (trees, linear models, ...)
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ class TensorSpec:
     onnx_type: str  # "FLOAT", "INT64", ...: for messages
     triton_type: str  # "TYPE_FP32", ...
     dims: tuple[int, ...]
+    # An output's shape as the graph declares it, where ONNX Runtime's session reports another (`dims`).
+    declared: tuple[int, ...] | None = None
 
     @property
     def rank(self) -> int:
@@ -57,6 +62,10 @@ class ModelSignature:
     path: Path
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
+    # (domain, op_type) of every node, subgraphs included; the default domain is "ai.onnx".
+    operators: frozenset[tuple[str, str]] = frozenset()
+    # Why ONNX Runtime cannot load the model (None: it can; output dims are then the session's).
+    ort_error: str | None = None
 
     def input(self, name: str) -> TensorSpec:
         for spec in self.inputs:
@@ -123,7 +132,38 @@ def inspect_model(path: Path) -> ModelSignature:
         raise InvalidModelError(f"{path}: the graph has no inputs besides its weights; nothing to serve")
     if not outputs:
         raise InvalidModelError(f"{path}: the graph has no outputs")
-    return ModelSignature(path=path, inputs=inputs, outputs=outputs)
+    # Outputs as ONNX Runtime's session reports them (model_build.ort_shapes: what the onnxruntime backend
+    # compares a config's outputs with, exactly); the graph's declared shape is kept for messages.
+    shapes = session_shapes(path)
+    if shapes.error is None:
+        outputs = tuple(_session_output(spec, shapes.outputs.get(spec.name)) for spec in outputs)
+    return ModelSignature(
+        path=path, inputs=inputs, outputs=outputs, operators=model_operators(model), ort_error=shapes.error
+    )
+
+
+def _session_output(spec: TensorSpec, session_dims: tuple[int, ...] | None) -> TensorSpec:
+    if session_dims is None or session_dims == spec.dims:
+        return spec
+    return replace(spec, dims=session_dims, declared=spec.dims)
+
+
+def model_operators(model: onnx.ModelProto) -> frozenset[tuple[str, str]]:
+    """(domain, op_type) of every node of the graph, its subgraphs (If/Loop/Scan bodies) and its functions."""
+    found: set[tuple[str, str]] = set()
+    graphs = [model.graph]
+    nodes = [node for function in model.functions for node in function.node]
+    while graphs or nodes:
+        if graphs:
+            nodes.extend(graphs.pop().node)
+            continue
+        node = nodes.pop()
+        found.add((node.domain or DEFAULT_DOMAIN, node.op_type))
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                graphs.append(attribute.g)
+            graphs.extend(attribute.graphs)
+    return frozenset(found)
 
 
 def onnx_file_problem(path: Path) -> str | None:

@@ -47,24 +47,31 @@ MODEL_FILENAMES = {"tensorrt_plan": "model.plan", "onnxruntime_onnx": "model.onn
 
 
 def config_dims(spec: TensorSpec, max_batch_size: int, source: Path, role: str) -> tuple[int, ...]:
-    """The tensor's dims as Triton sees them: without the batch axis when batching."""
+    """The tensor's dims as Triton sees them: without the batch axis when batching; a scalar is [1]."""
     if spec.rank == 0:
-        # Batched, a scalar has no batch axis; unbatched, it needs an empty reshape, which Triton refuses:
-        # "cannot have empty reshape for non-batching model as scalar tensors are not supported".
+        # onnxruntime_backend (PR #213, src/onnxruntime.cc ValidateInputs/ValidateOutputs): a scalar model tensor
+        # is served as config dims [1] ("should only provide 1 in the model configuration when the model doesn't
+        # support batching"); batched, it has no batch axis.
         if max_batch_size:
-            why, fix = "with max_batch_size > 0 it has no batch axis", "a leading batch axis (shape [batch])"
-        else:
-            why, fix = "with max_batch_size 0 Triton refuses scalar tensors", "shape [1]"
-        raise InvalidModelError(
-            f"{source}: {role} {spec.name!r} is a scalar (shape []); {why}: export the model with {fix}"
-        )
+            raise InvalidModelError(
+                f"{source}: {role} {spec.name!r} is a scalar (shape []), which has no batch axis for "
+                f"max_batch_size {max_batch_size}; set max_batch_size: 0 (Triton serves a scalar as dims [1] "
+                "without batching), or export the model with a leading batch axis"
+            )
+        return (1,)
     if max_batch_size == 0:
         return spec.dims
     leading = spec.dims[0]
     if leading != DYNAMIC and not (leading == 1 and max_batch_size == 1):
+        declared = (
+            f" (the graph declares {list(spec.declared)}, but ONNX Runtime infers {list(spec.dims)}, and Triton's "
+            "ONNX Runtime backend compares outputs with what ONNX Runtime infers)"
+            if spec.declared is not None
+            else ""
+        )
         raise InvalidModelError(
-            f"{source}: {role} {spec.name!r} has a fixed leading dim {leading} (shape {list(spec.dims)}), but "
-            f"max_batch_size {max_batch_size} makes the leading axis the batch axis; export the model with a "
+            f"{source}: {role} {spec.name!r} has a fixed leading dim {leading} (shape {list(spec.dims)}){declared}, "
+            f"but max_batch_size {max_batch_size} makes the leading axis the batch axis; export the model with a "
             "dynamic batch axis (torch.onnx.export dynamic_axes={name: {0: 'batch'}}) or set max_batch_size: 0"
         )
     return spec.dims[1:]
@@ -96,6 +103,53 @@ def check_shape_ranges(signature: ModelSignature, settings: ModelSettings) -> No
                     f"{source}: tensorrt.shapes for {shape.input!r} axis {axis} is fixed at {dim} in the model, "
                     f"but min/max say {lo}..{hi}; give {dim} for fixed axes"
                 )
+
+
+def _check_warmup_axes(
+    source: Path, spec: TensorSpec, dims: tuple[int, ...], shape: ShapeRange | None, max_batch_size: int
+) -> None:
+    """A warm-up sample needs a real extent on every dynamic axis: tensorrt.shapes' opt, never a guess.
+
+    Triton runs the warm-up samples while loading the model and fails the load when one fails
+    (model_configuration.md, "Model Warmup"); an extent of 1 on an axis the model needs larger (a
+    convolution's window, an OCR model's height 48) would make `warmup: true` a model that never loads.
+    """
+    if shape is not None or DYNAMIC not in dims:
+        return
+    axes = [axis + (1 if max_batch_size else 0) for axis, dim in enumerate(dims) if dim == DYNAMIC]
+    raise InvalidModelError(
+        f"{source}: warmup: true, but input {spec.name!r} (shape {list(spec.dims)}) has dynamic axes {axes} and "
+        f"tensorrt.shapes gives no opt extent for them, so the warm-up sample would guess; add tensorrt.shapes: "
+        f"[{{input: {spec.name}, min: [...], opt: [...], max: [...]}}] (the warm-up uses opt) or set warmup: false"
+    )
+
+
+def _check_platform_can_serve(signature: ModelSignature, settings: ModelSettings, triton_release: str | None) -> None:
+    """ONNX Runtime must load the graph for onnxruntime_onnx; TensorRT must import its operators for tensorrt_plan."""
+    from model_build.tensorrt_ops import unsupported_message, unsupported_operators  # imports onnx_inspect
+
+    source = signature.path
+    if settings.platform == "onnxruntime_onnx" and signature.ort_error is not None:
+        raise InvalidModelError(
+            f"{source}: ONNX Runtime cannot load the model, so Triton's onnxruntime backend cannot either: "
+            f"{signature.ort_error}"
+        )
+    if settings.platform != "tensorrt_plan":
+        return
+    tensorrt_version = release(triton_release).tensorrt if triton_release else None
+    found = unsupported_operators(signature.operators, tensorrt_version)
+    if found:
+        raise InvalidModelError(f"{source}: platform tensorrt_plan: {unsupported_message(found)}")
+    for role, specs in (("input", signature.inputs), ("output", signature.outputs)):
+        scalar = next((spec for spec in specs if spec.rank == 0), None)
+        if scalar is not None:
+            # tensorrt_backend CompareDimsSupported compares the engine's rank with the config's: a scalar
+            # engine tensor matches no dims, and Triton's config needs at least one dim.
+            raise InvalidModelError(
+                f"{source}: {role} {scalar.name!r} is a scalar (shape []), which a tensorrt_plan config cannot "
+                "describe (Triton needs dims [1], the engine has rank 0); serve it with platform: onnxruntime_onnx "
+                "(dims [1] without batching) or export the tensor with shape [1]"
+            )
 
 
 def warmup_dims(dims: tuple[int, ...], shape: ShapeRange | None) -> list[int]:
@@ -164,6 +218,7 @@ def build_model_config(
     type differs between releases are refused with a message asking for it.
     """
     source = signature.path
+    _check_platform_can_serve(signature, settings, triton_release)
     check_shape_ranges(signature, settings)
     config = mc.ModelConfig(
         name=settings.name, max_batch_size=settings.max_batch_size, **PLATFORM_FIELDS[settings.platform]
@@ -195,10 +250,12 @@ def build_model_config(
     if settings.warmup:
         sample = mc.ModelWarmup(name="zero_batch_1", batch_size=1)
         for spec in signature.inputs:
+            shape = _shape_range(settings, spec.name)
+            _check_warmup_axes(source, spec, input_dims[spec.name], shape, settings.max_batch_size)
             sample.inputs[spec.name].CopyFrom(
                 mc.ModelWarmup.Input(
                     data_type=mc.DataType.Value(input_types[spec.name]),
-                    dims=warmup_dims(input_dims[spec.name], _shape_range(settings, spec.name)) or [1],
+                    dims=warmup_dims(input_dims[spec.name], shape) or [1],
                     zero_data=True,
                 )
             )

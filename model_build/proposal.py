@@ -18,7 +18,7 @@ from model_build.app_config import format_validation_error
 from model_build.catalogue import UnknownInstanceTypeError, instance_type
 from model_build.check import check_model_config
 from model_build.errors import ModelBuildError
-from model_build.onnx_inspect import DYNAMIC, TensorSpec, inspect_model, load_model
+from model_build.onnx_inspect import DYNAMIC, ModelSignature, TensorSpec, inspect_model, load_model
 from model_build.settings import ModelSettings
 from model_build.trt import trtexec_argv
 
@@ -41,6 +41,20 @@ def _dim_params(onnx_path: Path) -> dict[str, tuple[str, ...]]:
         value_info.name: tuple(dim.dim_param for dim in value_info.type.tensor_type.shape.dim)
         for value_info in model.graph.input
     }
+
+
+def _tensorrt_blocker(signature: ModelSignature, triton_release: str | None) -> str | None:
+    """Why TensorRT cannot serve this graph (operators it cannot import, scalar tensors), or None."""
+    from model_build.releases import release
+    from model_build.tensorrt_ops import unsupported_operators
+
+    found = unsupported_operators(signature.operators, release(triton_release).tensorrt if triton_release else None)
+    if found:
+        return "; ".join(f"{op_type} ({domain}) is {why}" for domain, op_type, why in found)
+    scalar = next((spec for spec in (*signature.inputs, *signature.outputs) if spec.rank == 0), None)
+    if scalar is not None:
+        return f"{scalar.name!r} is a scalar, which a TensorRT config cannot describe (ONNX Runtime serves it as [1])"
+    return None
 
 
 def _batch_axis_blocker(tensors: tuple[TensorSpec, ...]) -> TensorSpec | None:
@@ -67,6 +81,60 @@ def _shape_ranges(inputs: tuple[TensorSpec, ...], batching: bool, dim_params: di
     return shapes, guessed
 
 
+def _verify_ranges(
+    onnx_path: Path, signature: ModelSignature, shapes: list[dict], batching: bool, proposal: Proposal
+) -> None:
+    """Run ONNX Runtime on zero inputs at the min, opt and max of `shapes` (batch 1; an axis is named when it
+    alone, at min or max with every other axis at opt, fails): a guess that a real graph
+    refuses (a detector's Concat, an OCR model that needs height 48) is refused here, naming the axis, instead of
+    failing in the GPU build. Without an ONNX Runtime that loads the graph nothing can be proven: said as an
+    ADJUST line."""
+    from model_build.ort_shapes import run_zeros
+
+    if not shapes:
+        return
+    if signature.ort_error is not None:
+        proposal.adjust.append(
+            f"tensorrt.shapes: not verified (ONNX Runtime cannot load the model: {signature.ort_error})"
+        )
+        return
+    ranges = {shape["input"]: shape for shape in shapes}
+
+    def point(which: str, override: tuple[str, int, int] | None = None) -> dict[str, tuple[int, ...]]:
+        feeds = {}
+        for spec in signature.inputs:
+            dims = (
+                list(ranges[spec.name][which])
+                if spec.name in ranges
+                else [max(d, 1) for d in spec.dims[1 if batching else 0 :]]
+            )
+            if override and override[0] == spec.name:
+                dims[override[1]] = override[2]
+            feeds[spec.name] = tuple([1, *dims] if batching else dims)
+        return feeds
+
+    for which in ("min", "opt", "max"):
+        error = run_zeros(onnx_path, point(which))
+        if error is None:
+            continue
+        culprits = [
+            (name, axis, values[which][axis])
+            for name, values in ranges.items()
+            for axis in range(len(values[which]))
+            if which != "opt"
+            and values[which][axis] != values["opt"][axis]
+            and run_zeros(onnx_path, point("opt", (name, axis, values[which][axis]))) is not None
+        ]
+        named = "; ".join(
+            f"input {name!r} axis {axis + (1 if batching else 0)} = {value}" for name, axis, value in culprits
+        ) or "; ".join(f"input {name!r} {which} {values[which]}" for name, values in ranges.items())
+        raise ModelBuildError(
+            f"{onnx_path}: no entry can be proposed: the guessed tensorrt.shapes {which} ({named}) fails in ONNX "
+            f"Runtime: {error}. Write the entry by hand with the min/opt/max extents your requests use "
+            "(TensorRT builds its engine for every shape between min and max)"
+        )
+
+
 def propose_model(
     onnx_path: Path, name: str, *, instance_type_name: str | None = None, triton_release: str | None = None
 ) -> Proposal:
@@ -80,12 +148,14 @@ def propose_model(
             raise ModelBuildError(f"--instance-type: {error}") from None
     proposal = Proposal(entry={"name": name, "source": {"path": str(onnx_path)}})
     entry = proposal.entry
-    entry["platform"] = "tensorrt_plan" if gpu else "onnxruntime_onnx"
-    proposal.notes.append(
-        "platform: TensorRT engine built on the serving GPU"
-        if gpu
-        else f"platform: ONNX Runtime ({instance_type_name} has no GPU, so no TensorRT)"
-    )
+    why_not_tensorrt = _tensorrt_blocker(signature, triton_release) if gpu else None
+    entry["platform"] = "tensorrt_plan" if gpu and not why_not_tensorrt else "onnxruntime_onnx"
+    if not gpu:
+        proposal.notes.append(f"platform: ONNX Runtime ({instance_type_name} has no GPU, so no TensorRT)")
+    elif why_not_tensorrt:
+        proposal.notes.append(f"platform: ONNX Runtime on the GPU, not TensorRT: {why_not_tensorrt}")
+    else:
+        proposal.notes.append("platform: TensorRT engine built on the serving GPU")
     blocker = _batch_axis_blocker(signature.inputs + signature.outputs)
     batching = blocker is None
     if batching:
@@ -99,8 +169,9 @@ def propose_model(
             f"max_batch_size: 0 because {blocker.name!r} (shape {shape}) has no dynamic first axis to batch on"
         )
     entry["instance_groups"] = [{"count": 2, "kind": "KIND_GPU"} if gpu else {"count": 1, "kind": "KIND_CPU"}]
-    if gpu:
+    if entry["platform"] == "tensorrt_plan":
         shapes, guessed = _shape_ranges(signature.inputs, batching, _dim_params(onnx_path))
+        _verify_ranges(onnx_path, signature, shapes, batching, proposal)
         if shapes:
             entry["tensorrt"] = {"precision": "fp16", "shapes": shapes}
             proposal.adjust += [

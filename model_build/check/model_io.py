@@ -28,6 +28,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from model_build.check.problems import Problem
 from model_build.check.schema import ModelConfig
+from model_build.ort_shapes import session_shapes
 
 RULE = "model-io"
 BUILD_INFO = "build-info.json"
@@ -68,12 +69,17 @@ class Tensor:
 class GraphIO:
     inputs: dict[str, Tensor]
     overridable: dict[str, Tensor]  # initializers that are also graph inputs (IR >= 4): optional inputs
-    outputs: dict[str, Tensor]
+    outputs: dict[str, Tensor]  # dims as ONNX Runtime's session reports them (model_build.ort_shapes)
+    operators: frozenset[tuple[str, str]] = frozenset()
+    ort_error: str | None = None  # why ONNX Runtime cannot load the file (outputs' dims are then the declared ones)
 
 
-def read_graph_io(path: Path) -> GraphIO | None:
-    """Inputs and outputs of the ONNX file as onnxruntime reports them; None when it cannot be read."""
+def read_graph_io(path: Path, graph_level: int = 0) -> GraphIO | None:
+    """Inputs and outputs of the ONNX file as onnxruntime reports them; None when it cannot be read.
+    `graph_level`: the config's optimization.graph.level (model_build.ort_shapes)."""
     import onnx  # deferred: heavy
+
+    from model_build.onnx_inspect import model_operators
 
     try:
         model = onnx.load(str(path), load_external_data=False)
@@ -96,7 +102,15 @@ def read_graph_io(path: Path) -> GraphIO | None:
         else:
             inputs[value_info.name] = tensor(value_info)
     outputs = {value_info.name: tensor(value_info) for value_info in model.graph.output}
-    return GraphIO(inputs, overridable, outputs)
+    # Triton's onnxruntime backend compares outputs exactly with the session's shapes, which ONNX Runtime's
+    # shape inference can make more specific than the declared ones (model_build.ort_shapes).
+    shapes = session_shapes(path, graph_level)
+    if shapes.error is None:
+        outputs = {
+            name: Tensor(name, output.elem_type, shapes.outputs.get(name, output.dims))
+            for name, output in outputs.items()
+        }
+    return GraphIO(inputs, overridable, outputs, model_operators(model), shapes.error)
 
 
 def shape(dims) -> str:
@@ -436,6 +450,7 @@ def model_io_problems(
             if graph is None:
                 continue  # missing or unreadable: the layout rules say so
             where = f"engine to be built from {version}/model.onnx"
+            found += _operator_problems(config, graph, None, where)
             for field, message in trt_messages(config, graph, None):
                 found.append(Problem(config.name, field, f"{message} ({where})", RULE))
         return found
@@ -445,9 +460,28 @@ def model_io_problems(
             path = versions[version] / filename
             if path.is_dir():
                 path = path / "model.onnx"
-            graph = read_graph_io(path) if path.is_file() else None
+            graph = read_graph_io(path, config.optimization.graph.level) if path.is_file() else None
             if graph is None:
                 continue  # missing or unreadable: the layout rules say so
+            if graph.ort_error is not None:
+                from model_build.onnx_inspect import onnx_file_problem  # deferred: imports onnx
+
+                try:
+                    broken = onnx_file_problem(path) is not None
+                except Exception:  # a path onnx cannot take (not UTF-8): the layout rules name the folder
+                    broken = True
+                if broken:
+                    continue  # a broken file (missing external data, refused by onnx.checker): the layout rules say so
+                message = "ONNX Runtime cannot load the model, so Triton's onnxruntime backend cannot either: "
+                found.append(
+                    Problem(
+                        config.name,
+                        f"{version}/{path.name}",
+                        f"{message}{graph.ort_error} (version {version}: {path.name})",
+                        RULE,
+                    )
+                )
+                continue
             for field, message in ort_messages(config, graph):
                 found.append(Problem(config.name, field, f"{message} (version {version}: {path.name})", RULE))
     elif _is(config, "tensorrt_plan", _TRT_BACKEND):
@@ -482,7 +516,17 @@ def _trt_problems(folder: Path, config: ModelConfig) -> list[Problem]:
     graph = read_graph_io(source)
     if graph is None:
         return []
-    return [
+    return _operator_problems(config, graph, tensorrt_version, f"engine built from {source.name}") + [
         Problem(config.name, field, f"{message} (engine built from {source.name})", RULE)
         for field, message in trt_messages(config, graph, tensorrt_version)
     ]
+
+
+def _operator_problems(config: ModelConfig, graph: GraphIO, tensorrt_version: str | None, where: str) -> list[Problem]:
+    """Operators TensorRT's ONNX parser cannot import (model_build.tensorrt_ops: onnx-tensorrt docs/operators.md)."""
+    from model_build.tensorrt_ops import unsupported_message, unsupported_operators  # deferred: imports onnx
+
+    found = unsupported_operators(graph.operators, tensorrt_version)
+    if not found:
+        return []
+    return [Problem(config.name, "platform", f"{unsupported_message(found)} ({where})", "tensorrt-operators")]

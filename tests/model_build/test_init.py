@@ -10,6 +10,7 @@ import yaml
 from onnx_fixtures import dynamic_batch_model, fixed_model, sequence_model
 
 from model_build.cli import main
+from model_build.errors import ModelBuildError
 from model_build.proposal import propose_model
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -118,3 +119,32 @@ def test_random_bytes_are_refused_cleanly(project, capsys):
     (project / "models" / "junk.onnx").write_bytes(b"\x00\x01not a model")
     assert main(["init", "--onnx", "models/junk.onnx"]) == 1
     assert "junk.onnx" in capsys.readouterr().err
+
+
+def conv_model(path: Path, min_height: int) -> Path:
+    """[batch, 1, height, width] through a Conv whose kernel is `min_height` tall: shorter inputs fail."""
+    from onnx import TensorProto, helper
+    from onnx_fixtures import OPSET, save
+
+    x = helper.make_tensor_value_info("image", TensorProto.FLOAT, ["batch", 1, "height", "width"])
+    y = helper.make_tensor_value_info("features", TensorProto.FLOAT, ["batch", 1, "h", "w"])
+    weight = helper.make_tensor("weight", TensorProto.FLOAT, [1, 1, min_height, 1], [0.5] * min_height)
+    graph = helper.make_graph([helper.make_node("Conv", ["image", "weight"], ["features"])], "ocr", [x], [y], [weight])
+    return save(helper.make_model(graph, opset_imports=OPSET), path)
+
+
+def test_guessed_shapes_are_run_in_onnx_runtime_and_the_failing_axis_named(project):
+    """Issue #22 B4: the 1/128/512 guess is run in ONNX Runtime at min, opt and max (zero inputs, batch 1); a graph
+    that needs height 48 refuses min 1, and the message names the axis (height, axis 2), not the width."""
+    onnx_path = conv_model(project / "models" / "ocr.onnx", min_height=48)
+
+    with pytest.raises(ModelBuildError, match=r"guessed tensorrt\.shapes min \(input 'image' axis 2 = 1\) fails"):
+        propose_model(onnx_path.relative_to(project), "ocr", instance_type_name="ml.g5.xlarge")
+
+
+def test_guessed_shapes_that_run_are_proposed(project):
+    """The same graph with a 1-tall kernel runs at every guess: the proposal carries them as ADJUST lines."""
+    onnx_path = conv_model(project / "models" / "conv.onnx", min_height=1)
+    proposal = propose_model(onnx_path.relative_to(project), "conv", instance_type_name="ml.g5.xlarge")
+    (shape,) = proposal.entry["tensorrt"]["shapes"]
+    assert (shape["min"], shape["opt"], shape["max"]) == ([1, 1, 1], [1, 128, 128], [1, 512, 512])

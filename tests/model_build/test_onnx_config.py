@@ -212,7 +212,12 @@ def test_batching_warmup_and_cache_options(tmp_path):
             max_batch_size=32,
             dynamic_batching={"preferred_batch_sizes": [8, 16], "max_queue_delay_microseconds": 250},
             instance_groups=[{"count": 1, "kind": "KIND_AUTO"}, {"count": 3, "kind": "KIND_GPU"}],
-            tensorrt={"shapes": [{"input": "tokens", "min": [1], "opt": [64], "max": [128]}]},
+            tensorrt={
+                "shapes": [
+                    {"input": "tokens", "min": [1], "opt": [64], "max": [128]},
+                    {"input": "mask", "min": [1], "opt": [64], "max": [128]},
+                ]
+            },
             warmup=True,
             response_cache=True,
         ),
@@ -223,10 +228,10 @@ def test_batching_warmup_and_cache_options(tmp_path):
     assert kinds == [(1, "KIND_AUTO"), (3, "KIND_GPU")]
     (warmup,) = config.model_warmup
     assert warmup.batch_size == 1
-    # tokens has a ShapeRange: its opt; mask has none: 1.
+    # Every dynamic axis of a warm-up sample takes its ShapeRange's opt.
     assert {k: (list(v.dims), v.zero_data) for k, v in warmup.inputs.items()} == {
         "tokens": ([64], True),
-        "mask": ([1], True),
+        "mask": ([64], True),
     }
     assert config.response_cache.enable is True
 
@@ -428,23 +433,33 @@ def test_bf16_needs_a_release_whose_tensorrt_backend_maps_it(tmp_path):
     assert mc.DataType.Name(generate(path, settings("b"), triton_release="24.09").input[0].data_type) == "TYPE_BF16"
 
 
-@pytest.mark.parametrize(
-    ("max_batch_size", "message"),
-    [
-        (0, r"input 'x' is a scalar \(shape \[\]\); with max_batch_size 0 Triton refuses scalar tensors: export the "
-            r"model with shape \[1\]"),
-        (4, r"input 'x' is a scalar \(shape \[\]\); with max_batch_size > 0 it has no batch axis: export the model "
-            r"with a leading batch axis"),
-    ],
-)  # fmt: skip
-def test_scalars_are_refused_whatever_the_batching(max_batch_size, message, tmp_path):
-    """An unbatched scalar would need `dims: [1]` with an empty reshape, which core ValidateIOShape refuses:
-    "cannot have empty reshape for non-batching model as scalar tensors are not supported"."""
+def test_scalars_are_served_as_dims_1_without_batching(tmp_path):
+    """onnxruntime_backend PR #213 (src/onnxruntime.cc ValidateInputs/ValidateOutputs): a scalar model tensor is
+    configured as dims [1] in a model without batching ("should only provide 1 in the model configuration")."""
     path = export_like_models.typed(tmp_path / "s.onnx", TensorProto.FLOAT, [])
-    batching = {"dynamic_batching": {"enabled": False}} if max_batch_size == 0 else {}
+    config = generate(
+        path, settings("s", platform="onnxruntime_onnx", max_batch_size=0, dynamic_batching={"enabled": False})
+    )
 
-    with pytest.raises(InvalidModelError, match=message):
-        generate(path, settings("s", platform="onnxruntime_onnx", max_batch_size=max_batch_size, **batching))
+    assert tensors(config.input) == {"x": ("TYPE_FP32", [1])}
+    assert tensors(config.output) == {"y": ("TYPE_FP32", [1])}
+    assert not config.input[0].HasField("reshape") and config.max_batch_size == 0
+
+
+def test_batched_scalars_are_refused_proposing_no_batching(tmp_path):
+    """A scalar has no batch axis (onnxruntime_utils.cc CompareDimsSupported: "the first dimension must be -1")."""
+    path = export_like_models.typed(tmp_path / "s.onnx", TensorProto.FLOAT, [])
+
+    with pytest.raises(InvalidModelError, match=r"input 'x' is a scalar .* set max_batch_size: 0 \(Triton serves a "):
+        generate(path, settings("s", platform="onnxruntime_onnx", max_batch_size=4))
+
+
+def test_scalars_are_refused_for_tensorrt_proposing_onnxruntime(tmp_path):
+    """tensorrt_backend CompareDimsSupported compares ranks: a rank-0 engine tensor matches no config dims."""
+    path = export_like_models.typed(tmp_path / "s.onnx", TensorProto.FLOAT, [])
+
+    with pytest.raises(InvalidModelError, match=r"is a scalar .* serve it with platform: onnxruntime_onnx"):
+        generate(path, settings("s", max_batch_size=0, dynamic_batching={"enabled": False}))
 
 
 def test_tensorrt_on_cpu_instances_is_refused_at_the_settings():
