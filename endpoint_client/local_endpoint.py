@@ -12,6 +12,10 @@ always takes 0.0.0.0, see triton_backend.py), so it stays off; Triton serves KSe
 another loopback address for the front (the CLI's --host); any other address is refused: the endpoint has
 no authentication.
 
+No secret on any command line and no model-load API reachable by other programs (issue 22 C1,
+triton_backend.py): the repositories Triton reads, and the folders where archives are extracted and
+assembled, are private to the endpoint's user (mode 0700, checked), and Triton loads models only from them.
+
 The server runs in its own process group; stop() ends the whole group (Python backend stubs
 included), also after a failed start.
 """
@@ -24,9 +28,9 @@ import errno
 import ipaddress
 import json
 import os
-import secrets
 import signal
 import socket
+import stat
 import subprocess
 import tarfile
 import tempfile
@@ -78,6 +82,24 @@ def bind_address(host: str) -> str:
             "(ssh -L 8080:127.0.0.1:8080 this-machine)"
         )
     return str(address)
+
+
+def private_directory(path: Path) -> None:
+    """Create `path` (mode 0700) or check an existing one: a folder, not a link, owned by this user, that no
+    other user can read or write (issue 22 C1: Triton loads every model it finds in its repository)."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        status = os.lstat(path)
+        if stat.S_ISDIR(status.st_mode) and status.st_uid == os.getuid():
+            os.chmod(path, 0o700)
+            status = os.lstat(path)
+    except OSError as error:
+        raise LocalEndpointError(f"{path}: cannot create a private folder ({error.strerror})") from None
+    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid() or status.st_mode & 0o077:
+        raise LocalEndpointError(
+            f"{path} must be a folder of this user's that no one else can read or write (mode 0700); the local "
+            "endpoint keeps its model repositories there: give it another working folder"
+        )
 
 
 def extract_archive(archive: Path, destination: Path) -> None:
@@ -200,18 +222,25 @@ class LocalEndpoint:
         """Where multi-model archives are extracted: the only folders POST /models will load."""
         return self.workdir / "mme"
 
+    @property
+    def incoming(self) -> Path:
+        """Multi-model: where a load is assembled before it is renamed into the served repository."""
+        return self.workdir / "tmp-sagemaker-incoming"
+
     def start(self) -> str:
         widening = network_options_in(self.container_environment.get("SAGEMAKER_TRITON_ADDITIONAL_ARGS", ""))
         if widening:
             raise LocalEndpointError(
                 f"SAGEMAKER_TRITON_ADDITIONAL_ARGS sets {' '.join(widening)}: the local endpoint decides Triton's "
-                "addresses and ports itself (everything on 127.0.0.1); use --port / --host"
+                "addresses, ports and model control itself (everything on 127.0.0.1; no model loads through "
+                "Triton's ports); use --port / --host"
             )
         model_repository = self.model_repository
         multi_model_repository = self.workdir / "tmp-sagemaker"  # multi-model: the served repository
-        multi_model_repository.mkdir(parents=True, exist_ok=True)
-        self.staging.mkdir(parents=True, exist_ok=True)
+        for folder in (self.workdir, multi_model_repository, self.staging, self.incoming):
+            private_directory(folder)
         if self.archive is not None:
+            private_directory(model_repository)
             extract_archive(self.archive, model_repository)
             self.substitutions += substitute_models(model_repository)
         install = TritonInstall.find(self.triton_env)
@@ -221,15 +250,14 @@ class LocalEndpoint:
             self.plan = serve_plan(
                 container_env, model_repository=model_repository, multi_model_repository=multi_model_repository
             )
-            key = secrets.token_hex(16)
-            self.triton = TritonHTTP(free_port(), key)
+            self.triton = TritonHTTP(free_port())
             backends = install.prepare_backends(self.workdir / "backends")
         except BaseException:
             self.stop()
             raise
         arguments = [
             str(install.binary),
-            *local_arguments(self.plan.arguments, http_port=self.triton.port, key=key),
+            *local_arguments(self.plan.arguments, http_port=self.triton.port, multi_model=self.plan.multi_model),
             f"--backend-directory={backends}",
             # Local-only: a shared-memory prefix of its own so two local endpoints never share regions.
             f"--backend-config=python,shm-region-prefix-name=local_endpoint_{os.getpid()}_{self.port}_",
@@ -289,7 +317,9 @@ class LocalEndpoint:
     def _serve_front(self) -> None:
         assert self.front is not None and self.triton is not None and self.plan is not None
         if self.plan.multi_model:
-            self.registry = ModelRegistry(self.triton, repository=self.workdir / "tmp-sagemaker", staging=self.staging)
+            self.registry = ModelRegistry(
+                self.triton, repository=self.workdir / "tmp-sagemaker", staging=self.staging, incoming=self.incoming
+            )
         self.front.api = SageMakerAPI(
             self.triton,
             ping_mode=self.plan.environment["SAGEMAKER_TRITON_PING_MODE"],

@@ -6,9 +6,16 @@ the folder it extracted the TargetModel's archive into; Triton picks the archive
 only one, or the ensemble among several), serves it under the TargetModel's name, and loads it; DELETE
 /models/<name> unloads it with its dependents.
 
-Locally the same happens with Triton's KServe repository API: the chosen folder is copied into the
-served repository as `<name>/` (its config's name set to <name>), the archive's other folders (an
-ensemble's steps) beside it under their own names, and `<name>` is loaded. Unlike Triton's
+Locally Triton polls the served repository (`--model-control-mode=poll`, triton_backend.py: no model can
+be loaded through Triton's ports, issue 22 C1). The chosen folder is copied to a private folder beside the
+repository as `<name>/` (its config's name set to <name>), the archive's other folders (an ensemble's
+steps) beside it under their own names; then each is moved into the repository in one rename, the steps
+first and `<name>` last, and the front waits until the repository index says `<name>` is READY (or
+UNAVAILABLE, with Triton's reason). Triton's docs (`docs/user_guide/model_management.md`, "Model Control
+Mode POLL") warn that polling "could observe partial and incomplete changes": a rename makes a complete
+folder appear at once. Unloading renames the folders out of the repository and waits until Triton has
+unloaded the model. The repository and the staging folders are the endpoint's own (mode 0700): no other
+user can put a model there. Unlike Triton's
 `--model-namespacing`, two loaded archives cannot both hold a step of the same name: the second load
 is refused with 409.
 
@@ -23,6 +30,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -41,6 +49,7 @@ MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 _ENSEMBLE = re.compile(r"platform:\s*\"ensemble\"")  # Triton's own test (platform_ensemble_regex_)
 # Triton's SageMaker service answers a failed load with 507 when the error reads like this (its list).
 _OUT_OF_MEMORY = ("out of memory", "Out of memory", "Out Of Memory", "OutOfMemory", "MemoryError", "OOM")
+_POLL_WAIT_SECONDS = 0.2  # between looks at the repository index while Triton polls (every second)
 
 
 @dataclass(frozen=True)
@@ -51,10 +60,13 @@ class LoadedModel:
 
 
 class ModelRegistry:
-    def __init__(self, triton: TritonHTTP, *, repository: Path, staging: Path) -> None:
+    def __init__(self, triton: TritonHTTP, *, repository: Path, staging: Path, incoming: Path | None = None) -> None:
+        """`incoming`: where loads are assembled before their rename into `repository` (same file system);
+        default: `<repository>-incoming` beside it."""
         self.triton = triton
         self.repository = repository
         self.staging = staging
+        self.incoming = incoming if incoming is not None else repository.with_name(f"{repository.name}-incoming")
         self.models: dict[str, LoadedModel] = {}
         self._lock = threading.Lock()  # one load or unload at a time
 
@@ -86,20 +98,23 @@ class ModelRegistry:
                 raise RequestRefused(
                     409, f"model folder(s) {', '.join(taken)} of {name!r} are already served by another loaded model"
                 )
-            copied = []
+            self.incoming.mkdir(mode=0o700, parents=True, exist_ok=True)
+            batch = Path(tempfile.mkdtemp(dir=self.incoming))  # mode 0700
+            moved: list[str] = []
             try:
                 for source, target in targets:  # none is there yet (checked above) and no two are alike
-                    copied.append(target)  # before the copy: one that fails half-way is removed too
-                    shutil.copytree(source, self.repository / target)
-                _rename_config(self.repository / name, name)
-                status, message = self.triton.repository(name, "load", None, timeout=MME_LOAD_TIMEOUT_SECONDS)
-                if status != 200:
-                    raise RequestRefused(507 if any(s in message for s in _OUT_OF_MEMORY) else 400, message)
+                    shutil.copytree(source, batch / target)
+                _rename_config(batch / name, name)
+                for _, target in [*targets[1:], targets[0]]:  # the steps first: the ensemble finds them
+                    os.rename(batch / target, self.repository / target)  # appears whole to Triton's poll
+                    moved.append(target)
+                self._wait_until_loaded(name)
             except BaseException:
-                for target in copied:
-                    shutil.rmtree(self.repository / target, ignore_errors=True)
+                self._take_out(moved)
                 raise
-            model = LoadedModel(name, str(folder), tuple(copied))
+            finally:
+                shutil.rmtree(batch, ignore_errors=True)
+            model = LoadedModel(name, str(folder), tuple(target for _, target in targets))
             self.models[name] = model
             return model
 
@@ -108,17 +123,40 @@ class ModelRegistry:
             model = self.models.get(name)
             if model is None:
                 raise RequestRefused(404, f"model {name!r} is not loaded")
-            status, message = self.triton.repository(
-                name, "unload", {"unload_dependents": True}, timeout=MME_UNLOAD_TIMEOUT_SECONDS
-            )
-            if status != 200:
-                raise RequestRefused(400, message)
+            self._take_out(list(model.folders))  # Triton unloads what left the repository at its next poll
             deadline = time.monotonic() + MME_UNLOAD_TIMEOUT_SECONDS
-            while self.triton.model_state(name) not in (None, "UNAVAILABLE") and time.monotonic() < deadline:
-                time.sleep(0.1)
-            for target in model.folders:
-                shutil.rmtree(self.repository / target, ignore_errors=True)
+            while self.triton.model_ready(name) and time.monotonic() < deadline:
+                time.sleep(_POLL_WAIT_SECONDS)
             del self.models[name]
+
+    def _wait_until_loaded(self, name: str) -> None:
+        """Until the repository index says READY; UNAVAILABLE with a reason (but 'unloaded', a former load's
+        record) is the load's failure, answered like Triton's SageMaker service (507 for out of memory)."""
+        deadline = time.monotonic() + MME_LOAD_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            found = self.triton.model_state(name)
+            state, reason = found if found is not None else ("", "")
+            if state == "READY" and self.triton.model_ready(name):
+                return
+            if state == "UNAVAILABLE" and reason and reason != "unloaded":
+                raise RequestRefused(507 if any(s in reason for s in _OUT_OF_MEMORY) else 400, reason)
+            time.sleep(_POLL_WAIT_SECONDS)
+        raise RequestRefused(
+            504, f"model {name!r} was not loaded within {MME_LOAD_TIMEOUT_SECONDS:.0f} s; Triton's log says why"
+        )
+
+    def _take_out(self, targets: list[str]) -> None:
+        """Rename each folder out of the repository at once, then delete it."""
+        if not targets:
+            return
+        self.incoming.mkdir(mode=0o700, parents=True, exist_ok=True)
+        trash = Path(tempfile.mkdtemp(dir=self.incoming, prefix="unloaded-"))
+        for target in targets:
+            try:
+                os.rename(self.repository / target, trash / target)
+            except FileNotFoundError:
+                continue
+        shutil.rmtree(trash, ignore_errors=True)
 
     def _staged_folder(self, url: object) -> Path:
         staging = Path(os.path.realpath(self.staging))

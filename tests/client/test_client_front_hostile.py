@@ -36,11 +36,13 @@ JSON = {"content-type": "application/json"}
 
 
 class StubTriton:
-    """Stands in for Triton's private port: health, inference (optionally slow) and the repository API."""
+    """Stands in for Triton's private port: health, inference (optionally slow) and the repository index, where
+    a model is READY as soon as its folder is in `repository` (as if Triton's poll ran at once)."""
 
     def __init__(self, delay: float = 0.0) -> None:
         self.delay = delay
         self.calls: list[str] = []
+        self.repository: Path | None = None
 
     def request(self, method, path, body=None, headers=None, *, timeout, max_reply_bytes=None):
         self.calls.append(path)
@@ -53,12 +55,12 @@ class StubTriton:
     def healthy(self, mode: str, *, timeout: float = 5.0) -> bool:
         return True
 
-    def repository(self, model: str, action: str, parameters, *, timeout: float) -> tuple[int, str]:
-        self.calls.append(f"{action} {model}")
-        return 200, ""
+    def model_state(self, model: str, *, timeout: float = 10.0) -> tuple[str, str] | None:
+        self.calls.append(f"state {model}")
+        return ("READY", "") if self.model_ready(model) else None
 
-    def model_state(self, model: str, *, timeout: float = 10.0) -> str | None:
-        return None
+    def model_ready(self, model: str, *, timeout: float = 10.0) -> bool:
+        return self.repository is not None and (self.repository / model).is_dir()
 
 
 def exchange(port: int, raw: bytes, timeout: float = 20, *, head_first: bool = False) -> bytes:
@@ -112,6 +114,7 @@ def stage_image_pipeline(staging: Path) -> Path:
 def multi_model_api(tmp_path: Path, triton: StubTriton) -> SageMakerAPI:
     registry = ModelRegistry(triton, repository=tmp_path / "repo", staging=tmp_path / "mme")
     registry.repository.mkdir()
+    triton.repository = registry.repository
     return SageMakerAPI(triton, ping_mode="live", default_model=None, registry=registry)
 
 
@@ -147,7 +150,7 @@ def test_the_same_archive_loads_under_a_name_of_its_own(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "repo").iterdir()) == sorted(
         ["image_classifier.tar.gz", *IMAGE_PIPELINE[1:]]
     )
-    assert triton.calls == ["load image_classifier.tar.gz"]
+    assert triton.calls == ["state image_classifier.tar.gz"]  # loaded by its rename into the polled repository
 
 
 def test_a_step_named_in_the_ensemble_config_but_absent_from_the_archive_clashes_too(tmp_path: Path) -> None:

@@ -140,14 +140,15 @@ def test_the_live_endpoint_answers_repeated_keys_with_400(single_endpoint: Local
     assert "appears twice" in json.loads(reply)["error"]
 
 
-# --- 2 (MEDIUM): gRPC needs the per-run key --------------------------------------------------------------
+# --- 2 (MEDIUM): gRPC loads no model ------------------------------------------------------------------------
 
 
 @pytest.mark.triton
 def test_grpc_load_model_with_inline_files_is_refused(triton_env: Path, add_sub_archive: Path, tmp_path: Path) -> None:
     """With SAGEMAKER_TRITON_ALLOW_GRPC=true, gRPC's load_model took a config and an inline model.py from
     any local process and ran it (review finding 2). Triton's `--grpc-restricted-protocol` (tritonserver
-    --help, 2.51: `<protocols>:<key>=<value>`) now asks for the same per-run key as the HTTP port."""
+    --help, 2.51: `<protocols>:<key>=<value>`) locks the model-repository protocol with a value no gRPC
+    metadata can carry (issue 22 C1: no secret on the command line)."""
     grpcclient = pytest.importorskip("tritonclient.grpc")
     grpc_port = free_port()
     marker = tmp_path / "ran"
@@ -474,7 +475,7 @@ def test_loading_beyond_the_most_models_is_a_507(tmp_path: Path, monkeypatch: py
 
 def test_tritons_reply_is_not_read_past_the_payload_limit(fake_endpoint) -> None:
     url = fake_endpoint(b"x" * 1024, length=500_000_000)  # announces 500 MB, sends 1 KB
-    triton = TritonHTTP(int(url.rsplit(":", 1)[1]), "key")
+    triton = TritonHTTP(int(url.rsplit(":", 1)[1]))
 
     with pytest.raises(ReplyTooLarge) as raised:
         triton.request("POST", "/v2/models/m/infer", b"{}", timeout=10, max_reply_bytes=MAX_PAYLOAD_BYTES)

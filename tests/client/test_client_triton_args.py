@@ -1,8 +1,10 @@
-"""Triton's command line in the local endpoint: every listening service pinned to 127.0.0.1.
+"""Triton's command line in the local endpoint: every listening service pinned to 127.0.0.1, no secret.
 
 Source: triton-inference-server/server `src/command_line_parser.h` at v2.51.0 (the wheel's tritonserver):
 `sagemaker_address_{"0.0.0.0"}` has no option, while HTTP, gRPC and metrics take an address; options are
-parsed in order, the last value winning.
+parsed in order, the last value winning. Model control (issue 22 C1): `docs/user_guide/model_management.md`
+(POLL: load/unload requests "will return an error response"); locked APIs: `--http-restricted-api`'s
+`<apis>:<header>=<value>` with a value no header can carry (triton_backend.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pytest
 from endpoint_client.errors import LocalEndpointError
 from endpoint_client.local_endpoint import LocalEndpoint, bind_address
 from endpoint_client.sagemaker_serve import serve_plan
-from endpoint_client.triton_backend import KEY_HEADER, local_arguments, network_options_in
+from endpoint_client.triton_backend import LOCK_HEADER, LOCK_VALUE, local_arguments, network_options_in
 from endpoint_client.triton_install import TritonInstall
 
 
@@ -33,7 +35,7 @@ def test_the_sagemaker_service_is_swapped_for_loopback_http(tmp_path: Path) -> N
         "SAGEMAKER_TRITON_ALLOW_GRPC": "true",
     }
 
-    arguments = local_arguments(plan_arguments(tmp_path, env), http_port=40001, key="k")
+    arguments = local_arguments(plan_arguments(tmp_path, env), http_port=40001, multi_model=False)
 
     assert not [a for a in arguments if a.startswith(("--sagemaker-port", "--allow-sagemaker=true", "--allow-http=f"))]
     assert "--http-thread-count=4" in arguments
@@ -44,19 +46,41 @@ def test_the_sagemaker_service_is_swapped_for_loopback_http(tmp_path: Path) -> N
         "--allow-http=true",
         "--http-address=127.0.0.1",
         "--http-port=40001",
-        "--http-restricted-api=health,metadata,inference,shared-memory,model-config,model-repository,statistics,"
-        f"trace,logging:{KEY_HEADER}=k",
+        f"--http-restricted-api=model-repository,shared-memory,trace,logging:{LOCK_HEADER}={LOCK_VALUE}",
         "--grpc-address=127.0.0.1",
-        "--grpc-restricted-protocol=health,metadata,inference,shared-memory,model-config,model-repository,"
-        f"statistics,trace,logging:{KEY_HEADER}=k",
+        f"--grpc-restricted-protocol=model-repository,shared-memory,trace,logging:{LOCK_HEADER}={LOCK_VALUE}",
         "--metrics-address=127.0.0.1",
     ]
+    assert "--model-control-mode=explicit" in arguments and "--load-model=add_sub" in arguments  # the script's
+
+
+def test_a_multi_model_triton_polls_its_repository_and_takes_no_load_requests(tmp_path: Path) -> None:
+    """POLL: load/unload requests "will have no affect and will return an error response" (Triton's
+    docs/user_guide/model_management.md, v2.51.0); the repository index stays open (read-only there)."""
+    plan = serve_plan(
+        {"SAGEMAKER_MULTI_MODEL": "true"}, model_repository=tmp_path / "m", multi_model_repository=tmp_path / "mme"
+    )
+
+    arguments = local_arguments(plan.arguments, http_port=1, multi_model=True)
+
+    assert [a for a in arguments if a.startswith("--model-control-mode")] == ["--model-control-mode=poll"]
+    assert "--repository-poll-secs=1" in arguments
+    assert f"--http-restricted-api=shared-memory,trace,logging:{LOCK_HEADER}={LOCK_VALUE}" in arguments
+
+
+def test_no_argument_holds_a_secret_and_the_lock_value_cannot_be_sent_in_a_header(tmp_path: Path) -> None:
+    """Every local user reads /proc/PID/cmdline (issue 22 C1). The lock value is public: it holds a line feed,
+    where an HTTP header value ends (RFC 9110 5.5: field values exclude CR and LF), so no request matches it."""
+    arguments = local_arguments(plan_arguments(tmp_path, {}), http_port=1, multi_model=False)
+
+    assert "\n" in LOCK_VALUE and "\r" not in LOCK_VALUE
+    assert not [a for a in arguments if "key" in a.lower()]
 
 
 def test_the_pinned_flags_come_after_additional_args(tmp_path: Path) -> None:
     env = {"SAGEMAKER_TRITON_ADDITIONAL_ARGS": "--grpc-port=9000 --log-info=true"}
 
-    arguments = local_arguments(plan_arguments(tmp_path, env), http_port=1, key="k")
+    arguments = local_arguments(plan_arguments(tmp_path, env), http_port=1, multi_model=False)
 
     assert arguments.index("--grpc-port=9000") < arguments.index("--grpc-address=127.0.0.1")
 
@@ -70,6 +94,7 @@ def test_the_pinned_flags_come_after_additional_args(tmp_path: Path) -> None:
         ("--allow-vertex-ai=true", ["--allow-vertex-ai=true"]),
         ("--metrics-address 0.0.0.0", ["--metrics-address"]),
         ("--log-verbose=1 --grpc-port=9000 --exit-timeout-secs=5", []),
+        ("--model-control-mode=explicit --repository-poll=5", ["--model-control-mode=explicit", "--repository-poll=5"]),
     ],
 )
 def test_network_options_in_additional_args_are_found(additional: str, found: list[str]) -> None:
