@@ -23,6 +23,7 @@ from tritonclient.utils import triton_to_np_dtype
 
 from endpoint_client.errors import InvalidInputError
 from endpoint_client.limits import MAX_PAYLOAD_BYTES
+from endpoint_client.request_check import MAX_DIMENSIONS, element_count
 
 TRITON_DATATYPES = (
     "BOOL",
@@ -58,18 +59,18 @@ def _split_name(spec: str, example: str) -> tuple[str, str]:
 # the slack covers .npy headers. JSON request files may be larger than their binary encoding.
 MAX_ARRAY_FILE_BYTES = MAX_PAYLOAD_BYTES + 64 * 1024
 MAX_JSON_FILE_BYTES = 8 * MAX_PAYLOAD_BYTES
-MAX_DIMENSIONS = 32
 
 
 def _check_shape(shape: list[int], where: str) -> None:
-    """Every element costs at least a byte of the request, so no shape may hold more than the payload limit."""
-    if any(d < 0 for d in shape):
-        raise InvalidInputError(f"{where}: shape {shape} has a negative dimension")
+    """Every element costs at least a byte of the request, so no shape may hold more than the payload limit;
+    the dim count is bounded first and the product is never taken of huge dims (issue 22 C2)."""
     if len(shape) > MAX_DIMENSIONS:
         raise InvalidInputError(f"{where}: shape has {len(shape)} dimensions; at most {MAX_DIMENSIONS}")
-    if math.prod(shape) > MAX_PAYLOAD_BYTES:
+    if any(d < 0 for d in shape):
+        raise InvalidInputError(f"{where}: shape {shape} has a negative dimension")
+    if element_count(shape) > MAX_PAYLOAD_BYTES:
         raise InvalidInputError(
-            f"{where}: shape {str(shape)[:100]} holds {math.prod(shape)} elements, more than a request of "
+            f"{where}: shape {str(shape)[:100]} holds over {MAX_PAYLOAD_BYTES} elements, more than a request of "
             f"{MAX_PAYLOAD_BYTES} bytes (SageMaker's limit) can carry"
         )
 

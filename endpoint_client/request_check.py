@@ -5,6 +5,10 @@ shape [1, 4000000000] grew the server by 3.5 GB (issue 12). Here every declared 
 the bytes actually sent (which SageMaker's payload limit bounds), so a hostile or careless request is
 refused with a 4xx and a message that says what is wrong, and never reaches the server.
 
+Shapes are bounded before anything is multiplied (issue 22 C2: one request declaring thousands of huge
+dims pinned the front for minutes in `math.prod` and ended in a 500): at most MAX_DIMENSIONS dims, and the
+element count is multiplied out dim by dim, stopping as soon as it passes what the payload can carry.
+
 The request formats are those of Triton's SageMaker service (triton-inference-server/server
 `src/sagemaker_server.cc`): `application/json` (KServe v2 JSON) or
 `application/vnd.sagemaker-triton.binary+json;json-header-size=N` (a JSON header of N bytes followed
@@ -17,6 +21,8 @@ import json
 import math
 import re
 from typing import Any
+
+from endpoint_client.limits import MAX_PAYLOAD_BYTES
 
 BINARY_MEDIA_TYPE = "application/vnd.sagemaker-triton.binary+json"
 JSON_MEDIA_TYPE = "application/json"
@@ -41,6 +47,13 @@ ELEMENT_BYTES: dict[str, int | None] = {
     "BYTES": None,
 }
 _BYTES_PREFIX = 4
+# Every model the local endpoint runs is a Python-backend model (onnx_standin.py), whose inputs become numpy
+# arrays, and numpy < 2 (.venv-triton pins it) holds at most 32 dims (NPY_MAXDIMS: "maximum supported
+# dimension for an ndarray is 32"); the client holds requests to the same bound (inputs.MAX_DIMENSIONS).
+MAX_DIMENSIONS = 32
+# Each element costs at least one byte of the request (a JSON value and its comma, or a binary byte), and
+# the request is at most SageMaker's payload limit (limits.py): more elements cannot have been sent.
+MAX_ELEMENTS = MAX_PAYLOAD_BYTES
 
 
 class RequestRefused(Exception):
@@ -207,13 +220,25 @@ def _check_input(entry: Any, index: int, binary_allowed: bool) -> int:
             400, f"{where}: unknown datatype {str(datatype)[:50]!r}; Triton's datatypes are {', '.join(ELEMENT_BYTES)}"
         )
     shape = entry.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
+    if not isinstance(shape, list):
+        raise RequestRefused(400, f"{where}: 'shape' must be a list of whole numbers")
+    if len(shape) > MAX_DIMENSIONS:  # before anything else looks at the dims
+        raise RequestRefused(
+            400, f"{where}: shape has {len(shape)} dimensions; a tensor has at most {MAX_DIMENSIONS} (numpy's limit)"
+        )
+    if not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
         raise RequestRefused(400, f"{where}: 'shape' must be a list of whole numbers")
     if any(d < 0 for d in shape):
-        raise RequestRefused(400, f"{where}: shape {shape} has a negative dimension")
+        raise RequestRefused(400, f"{where}: shape {_shown(shape)} has a negative dimension")
     if any(d > _INT64_MAX for d in shape):  # Triton's dims are int64; a larger one was its 500
-        raise RequestRefused(400, f"{where}: a dimension of shape {str(shape)[:100]} is over 2^63-1")
-    count = math.prod(shape)
+        raise RequestRefused(400, f"{where}: a dimension of shape {_shown(shape)} is over 2^63-1")
+    count = element_count(shape)
+    if count > MAX_ELEMENTS:
+        raise RequestRefused(
+            400,
+            f"{where}: shape {_shown(shape)} holds over {MAX_ELEMENTS} elements, more than a request of "
+            f"{MAX_PAYLOAD_BYTES} bytes (SageMaker's limit) can carry",
+        )
     parameters = entry.get("parameters", {})
     _check_parameters(parameters, where, _INPUT_PARAMETERS)
     if "binary_data_size" in parameters:
@@ -222,8 +247,26 @@ def _check_input(entry: Any, index: int, binary_allowed: bool) -> int:
         raise RequestRefused(400, f"{where} needs 'data' (or parameters.binary_data_size with the binary Content-Type)")
     values = _count_values(entry["data"], datatype, where, limit=count)
     if values != count:
-        raise RequestRefused(400, f"{where}: shape {shape} holds {count} values but 'data' has {values}")
+        raise RequestRefused(400, f"{where}: shape {_shown(shape)} holds {count} values but 'data' has {values}")
     return 0
+
+
+def element_count(shape: list[int]) -> int:
+    """The product of `shape` (whole numbers >= 0), or MAX_ELEMENTS + 1 once it passes MAX_ELEMENTS: never a
+    product of huge numbers (0 anywhere makes it 0, whatever the other dims)."""
+    if 0 in shape:
+        return 0
+    count = 1
+    for dim in shape:
+        count *= dim
+        if count > MAX_ELEMENTS:
+            return MAX_ELEMENTS + 1
+    return count
+
+
+def _shown(shape: list[int]) -> str:
+    text = str(shape)
+    return text if len(text) <= 100 else text[:100] + "...]"
 
 
 def _check_binary(
@@ -239,13 +282,14 @@ def _check_binary(
     element = ELEMENT_BYTES[datatype]
     if element is not None and size != count * element:
         raise RequestRefused(
-            400, f"{where}: shape {shape} of {datatype} is {count * element} bytes but binary_data_size is {size}"
+            400,
+            f"{where}: shape {_shown(shape)} of {datatype} is {count * element} bytes but binary_data_size is {size}",
         )
     if element is None and count * _BYTES_PREFIX > size:
         raise RequestRefused(
             400,
-            f"{where}: shape {shape} of BYTES needs at least {count * _BYTES_PREFIX} bytes (a 4-byte length per "
-            f"element) but binary_data_size is {size}",
+            f"{where}: shape {_shown(shape)} of BYTES needs at least {count * _BYTES_PREFIX} bytes (a 4-byte length "
+            f"per element) but binary_data_size is {size}",
         )
     return size
 

@@ -9,6 +9,7 @@ json-header-size=N) with KServe v2's `parameters.binary_data_size` for binary te
 from __future__ import annotations
 
 import json
+import time
 
 import botocore.session
 import numpy as np
@@ -50,10 +51,38 @@ def test_a_huge_declared_shape_is_refused_in_both_encodings() -> None:
     ).encode()  # fmt: skip
 
     assert len(as_json) < 170
-    assert refused(as_json).message == "input 'INPUT0': shape [1, 4000000000] holds 4000000000 values but 'data' has 1"
+    limit = "holds over 6291456 elements, more than a request of 6291456 bytes (SageMaker's limit) can carry"
+    assert refused(as_json).message == f"input 'INPUT0': shape [1, 4000000000] {limit}"
     error = refused(header + b"\0\0\0\0", f"{BINARY}{len(header)}")
-    assert error.status == 400
-    assert "shape [1, 4000000000] of FP32 is 16000000000 bytes but binary_data_size is 4" in error.message
+    assert error.status == 400 and limit in error.message
+
+
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [
+        ([2**62] * 5000, "shape has 5000 dimensions; a tensor has at most 32 (numpy's limit)"),
+        ([1] * 33, "shape has 33 dimensions; a tensor has at most 32"),
+        ([2**63 - 1] * 32, "holds over 6291456 elements"),
+        ([3] * 32, "holds over 6291456 elements"),
+    ],
+)
+def test_dims_are_bounded_before_they_are_multiplied(shape: list[int], message: str) -> None:
+    """Issue 22 C2: thousands of huge dims pinned the front in math.prod for minutes, then a 500. The count
+    is bounded first (numpy < 2's NPY_MAXDIMS, 32: every local model runs in the Python backend on numpy),
+    and the product stops once it passes what SageMaker's 6 MiB payload (botocore BodyBlob max) can carry."""
+    started = time.monotonic()
+
+    error = refused(tensor(shape=shape, data=[1.0]))
+
+    assert time.monotonic() - started < 1.0
+    assert error.status == 400 and message in error.message
+    assert len(error.message) < 400  # the shape is shown shortened
+
+
+def test_a_zero_dim_makes_an_empty_tensor_whatever_the_other_dims() -> None:
+    error = refused(tensor(shape=[0, 2**63 - 1], data=[1.0]))
+
+    assert error.message.endswith("holds 0 values but 'data' has 1")
 
 
 @pytest.mark.parametrize(
