@@ -48,12 +48,7 @@ def main() -> None:
         else:
             config = load_stage(stage, config_dir)
             source = load_stage(config.promote_from, config_dir) if config.promote_from else None
-            # `cdk synth --no-validation` sets CDK_VALIDATION=false: aws-cdk-lib's own copy of CloudFormation's
-            # default rules obeys it, the background one (stacks/app_factory.py) would not.
-            in_background = os.environ.get("CDK_VALIDATION") != "false"
-            app, _ = create_app(
-                config, promotion_source=source, default_rules_in_background=in_background, context=defaults
-            )
+            app, _ = create_app(config, promotion_source=source, context=defaults)
     except (ConfigError, PromotionError) as error:
         # Refused before anything is synthesized: nothing is written to cdk.out.
         print(f"ERROR: invalid configuration\n{error}", file=sys.stderr)

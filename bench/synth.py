@@ -4,8 +4,9 @@
 
 Runs each `python <app>` in a fresh process (as `cdk synth` does, with cdk.json's context), alternating
 the apps so all see the same machine load; prints the median wall time of each and the ratio.
-Target (issues 2 and 13): the stage app (`app.py`, stage dev) at most 2x the one-bucket app. The pipeline
-app is timed beside it for the record.
+Target (issue #23): the stage app (`app.py`, stage dev) at most 2.5x the one-bucket app, both with validation
+registered the documented way (cdk-nag, the Guard rules, CloudFormation's default rules). The pipeline app is
+timed beside it for the record.
 """
 
 from __future__ import annotations
@@ -41,7 +42,10 @@ def time_synth(app: Path, extra_context: dict[str, str]) -> float:
             "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
         }
         started = time.perf_counter()
-        subprocess.run([sys.executable, str(app)], cwd=ROOT, env=env, check=True, capture_output=True)
+        result = subprocess.run([sys.executable, str(app)], cwd=ROOT, env=env, capture_output=True)
+        # The baseline's bare bucket fails validation after every plugin ran; the project's apps must pass.
+        if result.returncode != 0 and app.parent.name != "bench":
+            raise SystemExit(f"{app} failed:\n{result.stderr.decode(errors='replace')[-2000:]}")
         return time.perf_counter() - started
 
 
@@ -58,7 +62,7 @@ def main() -> int:
         runs = ", ".join(f"{t:.2f}" for t in times[name])
         print(f"{name:36s} median {median:6.2f} s  (runs: {runs})")
     ratio = medians["stage dev (app.py)"] / medians["one-bucket app"]
-    print(f"ratio {ratio:.2f}x (target <= 2.00x): {'met' if ratio <= 2 else 'NOT met'}")
+    print(f"ratio {ratio:.2f}x (target <= 2.50x): {'met' if ratio <= 2.5 else 'NOT met'}")
     return 0
 
 

@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
 
+from stacks.api_constraint_hints import config_field_hint
 from stacks.stage import StageStacks, add_stage_stacks
-from triton_cdk.cfn_rules import CloudFormationDefaultRules
+from triton_cdk.api_constraints import ApiConstraintsCheck
 from triton_cdk.config import AppConfig
-from triton_cdk.config.loader import PROJECT_ROOT
 from triton_cdk.nag import enable_checks
 
 if TYPE_CHECKING:
@@ -26,27 +26,26 @@ def create_pipeline_app(
 
     app = cdk.App(**app_kwargs)
     pipeline_stack = add_pipeline_stack(app, pipeline_config, stage_configs)
+    add_api_constraints(app)
     enable_checks(app)
     return app, pipeline_stack
 
 
 def create_app(
-    config: AppConfig,
-    *,
-    promotion_source: AppConfig | None = None,
-    default_rules_in_background: bool = True,
-    **app_kwargs,
+    config: AppConfig, *, promotion_source: AppConfig | None = None, **app_kwargs
 ) -> tuple[cdk.App, StageStacks]:
-    """The stage's stacks (the pipeline is its own app: create_pipeline_app).
-
-    `default_rules_in_background`: CloudFormation's default rules start first, from the project's node_modules
-    (package.json pins aws-cdk-lib), in a process of their own, so their engine starts while the constructs are
-    built (triton_cdk/cfn_rules.py). False: aws-cdk-lib's built-in copy, which obeys `cdk synth
-    --no-validation` (CDK_VALIDATION=false; app.py passes it).
-    """
-    node_modules = PROJECT_ROOT / "node_modules"
-    default_rules = CloudFormationDefaultRules(node_modules=node_modules) if default_rules_in_background else None
-    app = cdk.App(builtin_cloud_formation_validation=default_rules is None, **app_kwargs)
+    """The stage's stacks (the pipeline is its own app: create_pipeline_app), with the checks of `enable_checks`
+    and aws-cdk-lib's own CloudFormation default rules (which obey `cdk synth --no-validation`)."""
+    app = cdk.App(**app_kwargs)
     stacks = add_stage_stacks(app, config, promotion_source=promotion_source)
-    enable_checks(app, default_rules=default_rules)
+    add_api_constraints(app)
+    enable_checks(app)
     return app, stacks
+
+
+def add_api_constraints(app: cdk.App) -> None:
+    """The API-constraint gate (triton_cdk/api_constraints): every literal property of the SageMaker, Application
+    Auto Scaling, CloudWatch, CodeBuild, SNS and S3 resources of every template (the pipeline's nested stage
+    assemblies included) against botocore's service models; a violation fails the synth and names the config
+    field behind it (stacks/api_constraint_hints.py)."""
+    cdk.Validations.of(app).add_plugins(ApiConstraintsCheck(config_field_hint=config_field_hint))

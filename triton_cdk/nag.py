@@ -1,10 +1,11 @@
 """Policy validation on every synth: cdk-nag's AwsSolutions pack and AWS's Guard rules, and
 acknowledgements with specific reasons.
 
-Both run as CDK policy-validation plugins: any finding not acknowledged fails synth. The Guard
-rules are AWS Control Tower's proactive controls, run by `cdklabs-cdk-validator-cfnguard` with the
-cfn-guard binary its package bundles (nothing to download at synth), beside the other checks
-(triton_cdk/guard_plugin.py).
+Both run as CDK policy-validation plugins, registered the documented way (`Validations.of(app).add_plugins`),
+beside aws-cdk-lib's own CloudFormation default rules (cdk.json `@aws-cdk/core:validateAgainstDefaultRules`): any
+finding not acknowledged fails synth. The Guard rules are AWS Control Tower's proactive controls, run by
+`cdklabs-cdk-validator-cfnguard` with the cfn-guard binary its package bundles (nothing to download at synth;
+triton_cdk/guard_plugin.py says why each finding is an error).
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
-from triton_cdk.cfn_rules import CloudFormationDefaultRules
 from triton_cdk.guard import BuildStackFindings, is_build_stack
-from triton_cdk.guard_plugin import GuardRun
+from triton_cdk.guard_plugin import StrictGuardValidator
 
 
 def literal_or_placeholder(value: str, placeholder: str) -> str:
@@ -35,27 +35,18 @@ def arn_pattern(scope: IConstruct, service: str, resource: str) -> str:
     return f"arn:{partition}:{service}:{region}:{account}:{resource}"
 
 
-def enable_checks(app: cdk.App, *, default_rules: CloudFormationDefaultRules | None = None) -> None:
+def enable_checks(app: cdk.App) -> None:
     """cdk-nag (AwsSolutions) and the Guard rules on every stack of `app`, nested stages included, beside
-    CloudFormation's default rules.
-
-    `default_rules`: CloudFormation's default rules as a plugin started ahead (triton_cdk/cfn_rules.py), for an
-    app created with `builtin_cloud_formation_validation=False`. Default: aws-cdk-lib's own copy, which every
-    app runs unless told not to.
-
-    The Guard rules start first and are collected last (`GuardRun`): they run on another core while cdk-nag and
-    CloudFormation's default rules run.
+    aws-cdk-lib's CloudFormation default rules (which every app runs unless `cdk synth --no-validation`).
 
     Call once the app's stacks are built: the build stacks' acknowledgements (`BuildStackFindings`) are made
-    here, over each build stack's constructs fetched in one jsii round trip. As
-    an Aspect on the app they cost a Python callback from Node for every construct of every stack (223 on the
-    dev stage, about 0.3 s of each synth). A finding on a resource added after this call is not acknowledged:
-    synth fails on it. Nested Stages (the pipeline's) call `add_checks_to_stage` when they are created instead:
-    CDK Pipelines synthesizes a stage as soon as it is added, before this runs.
+    here, over each build stack's constructs fetched in one jsii round trip. As an Aspect on the app they cost a
+    Python callback from Node for every construct of every stack (223 on the dev stage, about 0.3 s of each
+    synth). A finding on a resource added after this call is not acknowledged: synth fails on it. Nested Stages
+    (the pipeline's) call `add_checks_to_stage` when they are created instead: CDK Pipelines synthesizes a stage
+    as soon as it is added, before this runs.
     """
-    guard = GuardRun()
-    plugins = [guard.starter, AwsSolutionsChecks(), *([default_rules] if default_rules else []), guard.checker]
-    cdk.Validations.of(app).add_plugins(*plugins)
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(), StrictGuardValidator())
     for child in app.node.children:
         if isinstance(child, cdk.Stack) and is_build_stack(child):
             findings = BuildStackFindings()

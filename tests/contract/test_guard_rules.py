@@ -5,13 +5,12 @@ the Guard rules bundled in `cdklabs-cdk-validator-cfnguard`, pinned in requireme
 3.1.1 binary it bundles) and aws-cdk-lib's policy-validation report (`validation-report.json` in the cloud
 assembly; aws-cdk-lib 2.275 `synthesis-validation.js`: a report with acknowledged findings is re-judged by the
 severities left, and a plugin that throws is reported as failed). The reference is the cdklabs plugin itself,
-registered as its README shows: the background run (triton_cdk/guard_plugin.py) must find what it finds.
+registered as its README shows: the strict wrapper (triton_cdk/guard_plugin.py) must find what it finds.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -24,15 +23,7 @@ from cdklabs.cdk_validator_cfnguard import CfnGuardValidator
 from synth_helpers import new_app
 
 from triton_cdk.guard import GUARD_PLUGIN, acknowledge_guard
-from triton_cdk.guard_plugin import (
-    GuardRun,
-    _only_owner_can_change,
-    _package_member,
-    _private_cache_root,
-    control_tower_rules,
-    rules_for,
-    template_resource_types,
-)
+from triton_cdk.guard_plugin import StrictGuardValidator
 
 
 def _reports(shipped_assemblies: dict[str, Path]) -> dict[str, tuple[Path, dict]]:
@@ -55,8 +46,6 @@ def test_guard_ran_on_every_shipped_app_and_left_nothing(shipped_assemblies) -> 
         guard = _plugin(report, GUARD_PLUGIN)
         assert guard["conclusion"] == "success" and guard["violations"] == [], config
         assert _plugin(report, "AwsSolutions")["violations"] == [], config
-        # The plugin that starts the run reports nothing, and a plugin with nothing to report is left out.
-        assert [r for r in report["pluginReports"] if r["pluginName"] == f"{GUARD_PLUGIN}-start"] == [], config
 
 
 def test_every_acknowledgement_is_on_one_resource_with_a_reason(shipped_assemblies) -> None:
@@ -82,15 +71,9 @@ class _Templates:
         return self._paths
 
 
-def _reference_findings(template_paths: list[str], rules: list[Path] | None = None) -> set[tuple[str, str, str]]:
-    """(rule, template, logical id) of every finding of the cdklabs plugin, run in the jsii kernel as its README
-    registers it: with every bundled Control Tower rule, or with the rule files `rules`."""
-    validator = (
-        CfnGuardValidator()
-        if rules is None
-        else CfnGuardValidator(control_tower_rules_enabled=False, rules=[str(p) for p in rules])
-    )
-    report = validator.validate(_Templates(template_paths))
+def _reference_findings(template_paths: list[str]) -> set[tuple[str, str, str]]:
+    """(rule, template, logical id) of every finding of the cdklabs plugin, as its README registers it."""
+    report = CfnGuardValidator().validate(_Templates(template_paths))
     return {
         (v.rule_name, str(Path(r.template_path).resolve()), r.resource_logical_id)
         for v in report.violations
@@ -98,7 +81,7 @@ def _reference_findings(template_paths: list[str], rules: list[Path] | None = No
     }
 
 
-def _background_findings(folder: Path, report: dict) -> set[tuple[str, str, str]]:
+def _app_findings(folder: Path, report: dict) -> set[tuple[str, str, str]]:
     """(rule, template, logical id) of every Guard finding in an app's report, acknowledged ones included."""
     guard = _plugin(report, GUARD_PLUGIN)
     return {
@@ -112,59 +95,14 @@ def _background_findings(folder: Path, report: dict) -> set[tuple[str, str, str]
     }
 
 
-def test_the_background_run_finds_what_the_cdklabs_plugin_finds(shipped_assemblies, shipped_templates) -> None:
-    """Every shipped app: the Guard findings of the background run (acknowledged or not) are exactly those of
-    the cdklabs plugin run in the jsii kernel over the same templates with the same rule files."""
+def test_the_app_finds_what_the_cdklabs_plugin_finds(shipped_assemblies, shipped_templates) -> None:
+    """Every shipped app: the Guard findings in its report (acknowledged or not) are exactly those of the plain
+    cdklabs plugin over the same templates: the wrapper changes severities, never what is found."""
     paths = sorted({str(t.path.resolve()) for t in shipped_templates})
-    reference = _reference_findings(paths, rules_for(template_resource_types(paths)))
-    background = set().union(*(_background_findings(f, r) for f, r in _reports(shipped_assemblies).values()))
+    reference = _reference_findings(paths)
+    found = set().union(*(_app_findings(f, r) for f, r in _reports(shipped_assemblies).values()))
     assert reference, "the reference found nothing: the comparison would prove nothing"
-    assert background == reference
-
-
-def test_running_only_the_rules_for_present_types_finds_what_all_rules_find(shipped_templates) -> None:
-    """Loading the files for the types present finds what all 237 files find (on the dev stage's templates)."""
-    paths = sorted({str(t.path) for t in shipped_templates if t.config == "config/dev"})
-    assert len(paths) >= 4
-    everything = _reference_findings(paths)
-    assert everything and _reference_findings(paths, rules_for(template_resource_types(paths))) == everything
-
-
-def test_no_rule_file_finds_anything_on_a_type_it_is_skipped_for(tmp_path: Path) -> None:
-    """One template per resource type that any rule file names (every spelling: two headers write
-    `AWS::AutoScaling::AutoscalingGroup`), one bare resource each; all 237 files run over all of them. Every
-    finding on a template must come from a file `rules_for` selects for that template's type, so no type
-    present can ever skip a file that would find something."""
-    rules = control_tower_rules()
-    types = sorted(set().union(*rules.values()))
-    assert "AWS::AutoScaling::AutoScalingGroup" in types and len(types) > 50
-    type_of: dict[str, str] = {}
-    for number, resource_type in enumerate(types):
-        path = tmp_path / f"t{number}.json"
-        path.write_text(json.dumps({"Resources": {"R": {"Type": resource_type, "Properties": {}}}}))
-        type_of[str(path.resolve())] = resource_type
-    findings = _reference_findings(sorted(type_of))
-    assert len({template for _, template, _ in findings}) > 30, "too few findings to prove anything"
-    rule_texts = {path: path.read_text() for path in rules}
-    for rule_name, template, _ in findings:
-        files = {path for path, text in rule_texts.items() if re.search(rf"\brule\s+{re.escape(rule_name)}\b", text)}
-        assert files, rule_name
-        assert files & set(rules_for([type_of[template]])), (rule_name, type_of[template])
-
-
-def test_no_rule_for_the_types_present_is_a_pass_without_running_cfn_guard(tmp_path: Path) -> None:
-    """cfn-guard refuses to run without rules; the cdklabs plugin would run all and find nothing."""
-    template = tmp_path / "t.json"
-    template.write_text(json.dumps({"Resources": {"H": {"Type": "AWS::CloudFormation::WaitConditionHandle"}}}))
-    assert rules_for(template_resource_types([str(template)])) == []
-    assert GuardRun(node="false").report([str(template)]) == {"success": True, "violations": []}
-    assert not _reference_findings([str(template)])
-
-
-def test_every_bundled_rule_file_names_the_types_it_checks() -> None:
-    rules = control_tower_rules()
-    assert len(rules) > 200
-    assert not [path.name for path, types in rules.items() if not types]
+    assert found == reference
 
 
 def _bucket_app(outdir: Path, **context) -> tuple[cdk.App, cdk.Stack]:
@@ -176,9 +114,8 @@ def _bucket_app(outdir: Path, **context) -> tuple[cdk.App, cdk.Stack]:
     return app, stack
 
 
-def _checks(app: cdk.App, **run_props) -> None:
-    run = GuardRun(**run_props)
-    cdk.Validations.of(app).add_plugins(run.starter, run.checker)
+def _checks(app: cdk.App, **props) -> None:
+    cdk.Validations.of(app).add_plugins(StrictGuardValidator(**props))
 
 
 def _guard_report(outdir: Path) -> dict:
@@ -207,8 +144,7 @@ def test_an_unacknowledged_guard_finding_fails_synth_after_another_is_acknowledg
 
 
 def test_a_resource_type_added_after_the_checks_is_checked(tmp_path: Path) -> None:
-    """The rule files are chosen from the synthesized templates, not from the constructs when the checks
-    were added: a queue added later still meets its rules."""
+    """The rules run over the synthesized templates, not the constructs present when the checks were added."""
     app, stack = _bucket_app(tmp_path)
     _checks(app)
     sqs.Queue(stack, "Late", enforce_ssl=True)
@@ -217,47 +153,9 @@ def test_a_resource_type_added_after_the_checks_is_checked(tmp_path: Path) -> No
     assert "sqs_queue_encrypted_check" in {v["ruleName"] for v in _guard_report(tmp_path)["violations"]}
 
 
-def test_a_run_that_cannot_start_fails_the_synth(tmp_path: Path) -> None:
-    """No Node.js for the run: the plugin is reported as failed and the synth fails, never passes unchecked."""
-    app, _ = _bucket_app(tmp_path)
-    _checks(app, node=str(tmp_path / "no-such-node"))
-    with pytest.raises(RuntimeError, match="ValidationFailed"):
-        app.synth()
-    guard = _guard_report(tmp_path)
-    assert guard["conclusion"] == "failure"
-    assert "cannot start the Guard rules" in json.dumps(guard)
 
-
-def test_a_run_that_crashes_fails_the_synth(tmp_path: Path) -> None:
-    """`false` exits 1 without a report."""
-    app, _ = _bucket_app(tmp_path)
-    _checks(app, node="false")
-    with pytest.raises(RuntimeError, match="ValidationFailed"):
-        app.synth()
-    assert "failed (exit 1)" in json.dumps(_guard_report(tmp_path))
-
-
-def test_the_cache_is_used_only_where_no_other_user_can_change_it(tmp_path: Path, monkeypatch) -> None:
-    """The cache holds code and a binary every synth runs: a folder others may write to, or one below such a
-    folder without the sticky bit, is refused (the files are then read into a fresh temp folder)."""
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    monkeypatch.setenv("XDG_CACHE_HOME", str(shared / "cache"))
-    shared.chmod(0o777)
-    assert _private_cache_root() is None
-    shared.chmod(0o1777)  # sticky, like /tmp
-    assert _private_cache_root() == (shared / "cache" / "triton-cdk" / "cfn-guard-rules").resolve()
-    (shared / "cache" / "triton-cdk").chmod(0o777)
-    assert _private_cache_root() is None
-    link = tmp_path / "link"
-    link.symlink_to(shared)
-    (shared / "cache" / "triton-cdk").chmod(0o700)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(link / "cache"))
-    assert _private_cache_root() == (shared / "cache" / "triton-cdk" / "cfn-guard-rules").resolve()
-    assert _only_owner_can_change(tmp_path)
-
-
-def test_package_names_that_climb_out_are_not_extracted() -> None:
-    assert not _package_member("package/lib/../../x.js")
-    assert not _package_member("/package/lib/plugin.js")
-    assert _package_member("package/lib/plugin.js")
+def test_the_wrapper_reports_under_the_plugins_name_and_rules() -> None:
+    """Acknowledgements are `cdk-validator-cfnguard::<rule>`: the wrapper keeps the plugin's name and rule ids."""
+    plain, strict = CfnGuardValidator(), StrictGuardValidator()
+    assert strict.name == plain.name == GUARD_PLUGIN
+    assert strict.rule_ids == plain.rule_ids and len(strict.rule_ids) > 200

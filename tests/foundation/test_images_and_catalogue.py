@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from model_build import releases
@@ -18,8 +20,14 @@ def test_every_sdk_release_has_tensorrt_facts() -> None:
     assert set(known_triton_releases()) == set(releases.RELEASES)
 
 
-def test_image_uris_equal_the_sdks_retrieve_for_every_region_and_release() -> None:
+def test_image_uris_equal_the_sdks_retrieve_for_every_region_and_release(monkeypatch) -> None:
     image_uris = pytest.importorskip("sagemaker.core.image_uris")
+    # The SDK builds a new botocore endpoint resolver (re-reading endpoints.json) on every call: 466 calls
+    # cost ~35 s of CPU. One resolver answers the same (it is read-only), so the comparison is unchanged.
+    from sagemaker.core import common_utils
+
+    one_resolver = functools.cache(common_utils._botocore_resolver)
+    monkeypatch.setattr(common_utils, "_botocore_resolver", one_resolver)
     checked = 0
     for release, entry in _table()["versions"].items():
         for region in entry["registries"]:
