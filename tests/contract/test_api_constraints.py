@@ -433,6 +433,17 @@ def test_java_classes_are_ascii_and_whole_value() -> None:
     assert digits.fullmatch("42") and not digits.fullmatch("\u0664\u0662") and not digits.fullmatch("42\n")
 
 
+def test_the_cheap_ascii_form_agrees_with_the_full_unicode_form_on_ascii_values() -> None:
+    """ASCII values are matched with Unicode classes cut at U+007F (no pass over every code point): the same
+    answers as the full classes, for every printable and control ASCII character."""
+    patterns = [r"([\p{L}\p{Z}\p{N}_.:/=+\-@]*)", r"[\p{L}\p{M}\p{S}\p{N}\p{P}]+", r"\P{M}+", r"[\p{Lu}\p{Nd}]*"]
+    values = [chr(code) for code in range(128)] + ["Team 42", "a\tb", "UPPER9", ""]
+    for pattern in patterns:
+        full, cheap = compiled_pattern(pattern), compiled_pattern(pattern, ascii_only=True)
+        for value in values:
+            assert bool(full.fullmatch(value)) == bool(cheap.fullmatch(value)), (pattern, value)
+
+
 def test_a_pattern_python_cannot_compile_is_recorded_not_raised() -> None:
     assert isinstance(compiled_pattern(r"([\p{L}]*)${1,128}"), str)
     assert isinstance(compiled_pattern(r"\p{InGreek}"), str)

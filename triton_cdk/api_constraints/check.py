@@ -14,7 +14,7 @@ from typing import Any
 from botocore.loaders import Loader
 from botocore.model import ListShape, MapShape, OperationModel, ServiceModel, Shape, StructureShape
 
-from triton_cdk.api_constraints.java_regex import compiled_pattern
+from triton_cdk.api_constraints.java_regex import full_match
 from triton_cdk.api_constraints.mapping import MAPPINGS, NotChecked, ResourceMapping, in_scope
 
 # (stack, resource type, property path) -> the config field behind it, or None: supplied by the app.
@@ -249,12 +249,12 @@ class _Walk:
             self.violation(path, value, f"at most {high} characters", source)
         pattern = shape.metadata.get("pattern")
         if pattern:
-            compiled = compiled_pattern(pattern)
-            if isinstance(compiled, str):
+            matched = full_match(pattern, value)
+            if isinstance(matched, str):
                 self.result.skipped_patterns.append(
-                    SkippedPattern(self.resource_type, path, "{} {}: {} (shape {})".format(*source), pattern, compiled)
+                    SkippedPattern(self.resource_type, path, "{} {}: {} (shape {})".format(*source), pattern, matched)
                 )
-            elif compiled.fullmatch(value) is None:
+            elif not matched:
                 self.violation(path, value, f"the whole value matches the pattern {pattern}", source)
 
     def bounds(self, number: float, metadata: dict, path: str, source: tuple[str, str, str, str]) -> None:

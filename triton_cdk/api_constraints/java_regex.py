@@ -25,39 +25,46 @@ _POSIX = {
 }
 
 
+# Unicode's general categories (Java's `\\p{Lu}`; `\\p{L}` is every category starting with L).
+_MINOR = {"L": "ultmo", "M": "nce", "N": "dlo", "P": "cdseifo", "S": "mcko", "Z": "slp", "C": "cfson"}
+_CATEGORIES = frozenset(major + minor for major, minors in _MINOR.items() for minor in minors)
+_NEVER = "\\uffff"  # stands in for an empty class in the ASCII-only form: no ASCII value holds it
+
+
 @functools.cache
-def _unicode_categories() -> dict[str, str]:
-    """Java's `\\p{L}`-style classes as Python character-class bodies: two-letter general category -> ranges.
-    Computed once, and only when a pattern that needs it is first matched."""
+def _unicode_categories(limit: int) -> dict[str, str]:
+    """Java's `\\p{Lu}`-style classes as Python character-class bodies, for code points below `limit`: general
+    category -> ranges. The full table (0x110000) takes a pass over every code point, once per process and only
+    for a value that is not ASCII; ASCII values use the 128-code-point table."""
     ranges: dict[str, list[tuple[int, int]]] = {}
     start, current = 0, unicodedata.category("\0")
-    for code in range(1, 0x110000):
+    for code in range(1, limit):
         category = unicodedata.category(chr(code))
         if category != current:
             ranges.setdefault(current, []).append((start, code - 1))
             start, current = code, category
-    ranges.setdefault(current, []).append((start, 0x10FFFF))
+    ranges.setdefault(current, []).append((start, limit - 1))
     return {name: "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in spans) for name, spans in ranges.items()}
 
 
-def _class_body(name: str) -> str | None:
+def _class_body(name: str, limit: int) -> str | None:
     if name in _POSIX:
         return _POSIX[name]
     name = name.removeprefix("Is")
-    categories = _unicode_categories()
-    if name in categories:
-        return categories[name]
-    if len(name) == 1 and name in "LMNPSZC":
-        return "".join(body for category, body in categories.items() if category.startswith(name))
-    return None
+    selected = {c for c in _CATEGORIES if c == name or (len(name) == 1 and c.startswith(name))}
+    if not selected:
+        return None
+    categories = _unicode_categories(limit)
+    return "".join(categories.get(c, "") for c in sorted(selected)) or _NEVER
 
 
 _SURROGATE_PAIR = re.compile(r"\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})", re.IGNORECASE)
 _PROPERTY = re.compile(r"\\([pP])(?:\{(\w+)\}|([A-Z]))")
 
 
-def _java_to_python(pattern: str) -> str:
-    """Translate what Java's regex syntax has and Python's lacks; raise re.error for what cannot be."""
+def _java_to_python(pattern: str, limit: int) -> str:
+    """Translate what Java's regex syntax has and Python's lacks, its Unicode classes for code points below
+    `limit`; raise re.error for what cannot be translated."""
 
     def pair(match: re.Match) -> str:  # a UTF-16 surrogate pair is one supplementary code point
         high, low = int(match[1], 16), int(match[2], 16)
@@ -71,7 +78,7 @@ def _java_to_python(pattern: str) -> str:
         if char == "\\":
             match = _PROPERTY.match(pattern, index)
             if match:
-                body = _class_body(match[2] or match[3])
+                body = _class_body(match[2] or match[3], limit)
                 if body is None:
                     raise re.error(f"unknown Java character class {match[0]}")
                 if match[1] == "P":
@@ -95,9 +102,16 @@ def _java_to_python(pattern: str) -> str:
 
 
 @functools.cache
-def compiled_pattern(pattern: str) -> re.Pattern | str:
-    """`pattern` (Java syntax, as botocore states it) compiled for `fullmatch`, or why it cannot be."""
+def compiled_pattern(pattern: str, *, ascii_only: bool = False) -> re.Pattern | str:
+    """`pattern` (Java syntax, as botocore states it) compiled for `fullmatch`, or why it cannot be.
+    `ascii_only`: a form that is exact for ASCII values only (its Unicode classes cut at U+007F), cheap to build."""
     try:
-        return re.compile(_java_to_python(pattern), re.ASCII)
+        return re.compile(_java_to_python(pattern, 0x80 if ascii_only else 0x110000), re.ASCII)
     except re.error as error:
         return f"not checked: Python cannot compile it ({error})"
+
+
+def full_match(pattern: str, value: str) -> bool | str:
+    """Whether `value` matches the whole of `pattern` (Java syntax), or why the pattern cannot be checked."""
+    compiled = compiled_pattern(pattern, ascii_only=value.isascii())
+    return compiled if isinstance(compiled, str) else compiled.fullmatch(value) is not None
