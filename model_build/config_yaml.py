@@ -28,6 +28,9 @@ MAX_ALIASES = 200
 MAX_ECHO_CHARS = 120
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
+NULL_TAG = "tag:yaml.org,2002:null"
+TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+NULL_SPELLINGS = ("", "~", "null", "Null", "NULL")
 
 
 class ConfigFileError(ModelBuildError):
@@ -65,7 +68,7 @@ def read_config_document(path: Path) -> ConfigDocument:
         if root is None:
             raise ConfigFileError(f"{path}: the file is empty; expected a mapping at the top level")
         lines: dict[tuple, int] = {}
-        _check_budget(root, path, lines)
+        _check_budget(root, path, lines, loader.node_locs)
         data = loader.construct_document(root)
     except ConfigFileError:
         raise
@@ -127,7 +130,7 @@ def _yaml_message(path: Path, error: yaml.MarkedYAMLError) -> str:
     return f"{path}: not valid YAML: {clip(problem)}{at}"
 
 
-def _check_budget(root: Node, path: Path, lines: dict[tuple, int]) -> None:
+def _check_budget(root: Node, path: Path, lines: dict[tuple, int], node_locs: dict[int, tuple]) -> None:
     """Refuse alias expansions, nesting and size beyond the budgets; record each value's line.
 
     Walks the node graph as the schema will see it (aliases expanded), memoising the size and
@@ -146,6 +149,7 @@ def _check_budget(root: Node, path: Path, lines: dict[tuple, int]) -> None:
             )
         if len(lines) < MAX_NODES:
             lines.setdefault(loc, node.start_mark.line + 1)
+            node_locs.setdefault(id(node), loc)
         known = sizes.get(id(node))
         if known is not None:
             size, height = known
@@ -175,6 +179,18 @@ def _check_budget(root: Node, path: Path, lines: dict[tuple, int]) -> None:
     visit(root, (), 1)
 
 
+def _shown_loc(loc: tuple) -> str:
+    """('endpoints', 0, 'name') -> 'endpoints[0].name' (keys that are not plain words are quoted)."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            key = str(part) if str(part).replace("_", "").replace("-", "").isalnum() else repr(clip(str(part), 40))
+            text += f".{key}" if text else key
+    return text
+
+
 def _check_total(total: int, path: Path, node: Node) -> None:
     if total > MAX_NODES:
         raise ConfigFileError(
@@ -191,6 +207,7 @@ class _BoundedLoader(yaml.SafeLoader):
         self._path = path
         self._depth = 0
         self._aliases = 0
+        self.node_locs: dict[int, tuple] = {}  # id(node) -> its field path, filled by _check_budget
 
     def compose_node(self, parent: Node | None, index: object) -> Node | None:
         if self.check_event(yaml.AliasEvent):
@@ -208,6 +225,29 @@ class _BoundedLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def construct_object(self, node: Node, deep: bool = False) -> object:
+        """A scalar its tag's constructor cannot read is refused with its field and line: an impossible unquoted
+        date (`2024-02-30` is YAML's timestamp type), `!!int abc`, `!!bool maybe`, `0x_` (PyYAML's constructors
+        raise plain ValueError, KeyError, ... for those). `!!null` on a value is refused, not read as null."""
+        if isinstance(node, ScalarNode) and node.tag == NULL_TAG and node.value not in NULL_SPELLINGS:
+            self._refuse(node, f"{clip(node.value, 60)!r} is tagged !!null but is not null; remove the tag")
+        try:
+            return super().construct_object(node, deep=deep)
+        except (yaml.YAMLError, ConfigFileError, RecursionError):
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError) as error:
+            value = clip(str(node.value), 60) if isinstance(node, ScalarNode) else "this value"
+            if node.tag == TIMESTAMP_TAG:
+                why = "no such date or time" if isinstance(error, AttributeError) else clip(str(error), 80)
+                self._refuse(node, f"{value!r} reads as a YAML date but is not one ({why}); quote it if it is text")
+            tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+            self._refuse(node, f"{value!r} cannot be read as {tag} ({clip(str(error), 80)}); quote it if it is text")
+
+    def _refuse(self, node: Node, problem: str) -> None:
+        loc = self.node_locs.get(id(node))
+        field = f"{_shown_loc(loc)}: " if loc else ""
+        raise ConfigFileError(f"{self._path}: {field}{problem} (line {node.start_mark.line + 1})")
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict:
         if isinstance(node, MappingNode):

@@ -80,7 +80,7 @@ BAD_CONFIGS = {
     ),
     "endpoint name SageMaker rejects": (
         _set("endpoints.0.name", "triton_mme"),
-        "endpoints[0].name: String should match pattern '^[a-zA-Z0-9](-*[a-zA-Z0-9])*$'",
+        "endpoints[0].name: String should match pattern '^(?:[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})$'",
     ),
     "deployed endpoint name over 63 characters": (
         _set("endpoints.0.name", "e" * 62),
@@ -155,7 +155,7 @@ BAD_CONFIGS = {
         _set("region", "us-gov-west-1"),
         "region: no SageMaker Triton 24.09 image in region 'us-gov-west-1'",
     ),
-    "account id not 12 digits": (_set("account", "12345"), "account: String should match pattern '^\\d{12}$'"),
+    "account id not 12 digits": (_set("account", "12345"), "account: String should match pattern '^[0-9]{12}$'"),
     "two sources for one model": (
         _set("models.0.source", {"export": "resnet50", "path": "x.onnx"}),
         "models[0].source: give exactly one of 'path', 's3_uri' or 'export' (got path, export)",

@@ -282,7 +282,7 @@ def _with_source(path: str, platform: str = "onnxruntime_onnx") -> dict:
         ("models/missing.onnx", "does not exist (paths are relative to the project root"),
         (".", "is the project root itself"),
         ("README.md/x", "does not exist"),
-        ("a\x00b", "cannot be resolved"),
+        ("a\x00b", "the value holds a NUL character"),  # refused before any path is resolved (loader)
         ("x" * 1000, "give a path inside the project"),
     ],
 )

@@ -10,18 +10,34 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from model_build import releases
 from model_build.catalogue import UnknownInstanceTypeError, instance_type
 from model_build.matching import BuildMatchError, match_build
 from model_build.settings import ModelSettings, StrictModel, repeated
+from triton_cdk.config.api_limits import (
+    ENDPOINT_NAME,
+    ENVIRONMENT,
+    INFERENCE_COMPONENT_NAME,
+    MAX_ENDPOINT_NAME_LENGTH,
+    MAX_ENVIRONMENT_TOTAL_BYTES,
+    MAX_ENVIRONMENT_VARIABLES,
+    MAX_INFERENCE_COMPONENT_NAME_LENGTH,
+)
 from triton_cdk.config.build import BuildSettings, build_region_problems
+from triton_cdk.config.container import environment_size, typed_environment
 from triton_cdk.config.endpoint import EndpointSettings, component_name, endpoint_driver_problems
 from triton_cdk.config.limits import stack_resource_problems
 from triton_cdk.images import known_triton_releases, triton_image
+from triton_cdk.serving.environment import DEFAULT_MODEL_NAME
 
-EMAIL_PATTERN = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
+# Whole-value patterns (re.fullmatch, ASCII classes: `$` would accept a trailing newline and `\d` any script's
+# digits).
+EMAIL_PATTERN = r"[^@\s\x00-\x1f\x7f]+@[^@\s\x00-\x1f\x7f]+\.[^@\s\x00-\x1f\x7f]+"
+STAGE_PATTERN = r"[a-z][a-z0-9]{0,11}"
+ACCOUNT_PATTERN = r"[0-9]{12}"
+REGION_PATTERN = r"[a-z]{2}(-gov)?-[a-z]+-[0-9]"
 
 # S3: "Bucket policies are limited to 20 KB in size" (S3 User Guide, "Bucket policies and user
 # policies"). Measured on the synthesized artifact stack with every name at its longest
@@ -39,12 +55,42 @@ MAX_ALARM_WINDOW_SECONDS = 604_800
 MAX_ALARM_WINDOW_SECONDS_SHORT_PERIOD = 86_400
 
 
+# S3 User Guide, "General purpose bucket naming rules": reserved prefixes and suffixes (access point aliases,
+# Object Lambda, Multi-Region Access Points, directory buckets, table buckets, S3's own and its examples').
+BUCKET_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+BUCKET_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+
+
+def bucket_name_problems(name: str) -> list[str]:
+    """What S3's general purpose bucket naming rules (S3 User Guide, "General purpose bucket naming rules") and
+    aws-cdk-lib's `Bucket.validateBucketName` (aws-s3/lib/bucket.ts: no dash next to a period; it throws a jsii
+    error at synth) refuse in `name`; empty when it is a valid bucket name."""
+    problems = []
+    if not 3 <= len(name) <= 63:
+        problems.append(f"has {len(name)} characters; S3 allows 3 to 63")
+    if not re.fullmatch(r"[a-z0-9.-]*", name):
+        problems.append("may hold only lowercase letters, digits, '.' and '-'")
+    elif name and not (re.fullmatch(r"[a-z0-9]", name[0]) and re.fullmatch(r"[a-z0-9]", name[-1])):
+        problems.append("must begin and end with a lowercase letter or digit")
+    if ".." in name:
+        problems.append("must not hold two adjacent periods")
+    if ".-" in name or "-." in name:
+        problems.append("must not hold a dash next to a period (aws-cdk-lib refuses it)")
+    if re.fullmatch(r"[0-9]{1,3}(\.[0-9]{1,3}){3}", name):
+        problems.append("must not look like an IP address")
+    problems += [f"must not start with {p!r} (reserved by S3)" for p in BUCKET_RESERVED_PREFIXES if name.startswith(p)]
+    problems += [f"must not end with {x!r} (reserved by S3)" for x in BUCKET_RESERVED_SUFFIXES if name.endswith(x)]
+    return problems
+
+
 class ArtifactSettings(StrictModel):
     bucket_name: str | None = Field(
         default=None,
-        pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
-        description="Explicit bucket name; needed when another stage promotes from this one. "
-        "Default: CloudFormation generates one.",
+        min_length=3,
+        max_length=63,
+        description="Explicit bucket name (S3's bucket naming rules: 3-63 lowercase letters, digits, . and -, no "
+        "reserved prefix or suffix); needed when another stage promotes from this one. Default: CloudFormation "
+        "generates one.",
     )
     reader_accounts: list[str] = Field(
         default_factory=list,
@@ -62,9 +108,17 @@ class ArtifactSettings(StrictModel):
         default=365, ge=1, le=3650, description="Access logs are deleted after this many days, 1-3650."
     )
 
+    @field_validator("bucket_name")
+    @classmethod
+    def _bucket_name(cls, name: str | None) -> str | None:
+        problems = bucket_name_problems(name) if name is not None else []
+        if problems:
+            raise ValueError("not a valid S3 bucket name: it " + "; it ".join(problems))
+        return name
+
     @model_validator(mode="after")
     def _accounts(self) -> ArtifactSettings:
-        bad = [a for a in self.reader_accounts if not re.match(r"^\d{12}$", a)]
+        bad = [a for a in self.reader_accounts if not re.fullmatch(ACCOUNT_PATTERN, a)]
         if bad:
             raise ValueError(f"reader_accounts must be 12-digit account ids, got {bad}")
         twice = repeated(self.reader_accounts)
@@ -86,7 +140,7 @@ class NotificationSettings(StrictModel):
 
     @model_validator(mode="after")
     def _emails(self) -> NotificationSettings:
-        bad = [e for e in self.emails if not re.match(EMAIL_PATTERN, e)]
+        bad = [e for e in self.emails if not re.fullmatch(EMAIL_PATTERN, e)]
         if bad:
             raise ValueError(f"not e-mail addresses: {bad}")
         twice = repeated(self.emails)
@@ -97,17 +151,17 @@ class NotificationSettings(StrictModel):
 
 class AppConfig(StrictModel):
     stage: str = Field(
-        pattern=r"^[a-z][a-z0-9]{0,11}$",
+        pattern=f"^{STAGE_PATTERN}$",
         description="Short stage name (dev, prod, ...): equals the file name; prefixes stack and endpoint names.",
     )
     account: str | None = Field(
         default=None,
-        pattern=r"^\d{12}$",
+        pattern=f"^{ACCOUNT_PATTERN}$",
         description="12-digit account to deploy to; set with region. Default: none, an environment-agnostic synth.",
     )
     region: str | None = Field(
         default=None,
-        pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$",
+        pattern=f"^{REGION_PATTERN}$",
         description="Region to deploy to; set with account. Default: none, an environment-agnostic synth (the "
         "Triton image is then looked up per region at deploy time).",
     )
@@ -136,8 +190,9 @@ class AppConfig(StrictModel):
     )
     promote_from: str | None = Field(
         default=None,
-        pattern=r"^[a-z][a-z0-9]{0,11}$",
-        description="Stage whose artifacts this stage reuses (copied, never rebuilt), e.g. dev for prod.",
+        pattern=f"^{STAGE_PATTERN}$",
+        description="Stage whose artifacts this stage reuses (copied, never rebuilt), e.g. dev for prod; not the "
+        "stage itself, and no cycle (the first stage of a chain builds).",
     )
 
     def model(self, name: str) -> ModelSettings:
@@ -184,8 +239,17 @@ def cross_field_problems(config: AppConfig) -> list[tuple[str, str]]:
     names = [m.name for m in config.models]
     for name in repeated(names):
         problems.append(("models", f"model name {name!r} is used twice; names must be unique"))
-    for name in repeated([e.name for e in config.endpoints]):
-        problems.append(("endpoints", f"endpoint name {name!r} is used twice; names must be unique"))
+    # SageMaker names are unique per account and region ignoring case: CreateEndpoint refuses "Dev-A" next to
+    # "dev-a" ("Cannot create already existing endpoint"); the endpoint stacks would both deploy.
+    for name in repeated([e.name.lower() for e in config.endpoints]):
+        spelled = [e.name for e in config.endpoints if e.name.lower() == name]
+        if len(set(spelled)) == 1:
+            problems.append(("endpoints", f"endpoint name {spelled[0]!r} is used twice; names must be unique"))
+        else:
+            problems.append(
+                ("endpoints", f"endpoint names {spelled} are one name to SageMaker, which ignores case; use one")
+            )
+    problems.extend(component_name_problems(config))
 
     problems.extend(ensemble_problems(config))
     for index, endpoint in enumerate(config.endpoints):
@@ -230,16 +294,79 @@ def ensemble_problems(config: AppConfig) -> list[tuple[str, str]]:
 
 
 def _environment_problems(path: str, endpoint: EndpointSettings) -> list[tuple[str, str]]:
-    """ContainerDefinition.Environment: "The maximum length of each key and value in the Environment map
-    is 1024 bytes. The maximum length of all keys and values in the map, combined, is 32 KB"."""
-    environment = endpoint.container.extra_environment
-    long = [key for key, value in environment.items() if len(key.encode()) > 1024 or len(value.encode()) > 1024]
-    total = sum(len(key.encode()) + len(value.encode()) for key, value in environment.items())
+    """The whole container environment (the typed fields' variables, extra_environment and the default model the
+    endpoint stack adds) within SageMaker's ContainerDefinition.Environment: at most MAX_ENVIRONMENT_VARIABLES
+    variables (botocore sagemaker, shape EnvironmentMap) and "The maximum length of all keys and values in the
+    map, combined, is 32 KB" (the member's documentation). Per key and value: ContainerSettings."""
+    environment = {**typed_environment(endpoint.container), **endpoint.container.extra_environment}
+    # Single-model endpoints and each inference component name their model; multi-model endpoints do not.
+    default_models = [] if endpoint.mode == "multi_model" else endpoint.models
+    longest = max(default_models, key=len, default=None)
+    if longest is not None:
+        environment[DEFAULT_MODEL_NAME] = longest
     problems = []
-    if long:
-        problems.append((path, f"{len(long)} entries have a key or value over 1024 bytes; SageMaker allows 1024"))
-    if total > 32 * 1024:
-        problems.append((path, f"keys and values total {total} bytes; SageMaker allows 32768 per container"))
+    owned = len(environment) - len(endpoint.container.extra_environment)
+    if len(environment) > MAX_ENVIRONMENT_VARIABLES:
+        problems.append(
+            (
+                path,
+                f"the container would get {len(environment)} variables ({owned} set by the typed container "
+                f"fields and the endpoint's mode); SageMaker allows {MAX_ENVIRONMENT_VARIABLES} ({ENVIRONMENT.source})",
+            )
+        )
+    total = environment_size(environment)
+    if total > MAX_ENVIRONMENT_TOTAL_BYTES:
+        problems.append(
+            (
+                path,
+                f"the container's variables total {total} bytes (keys and values, the typed container fields' "
+                f"included); SageMaker allows {MAX_ENVIRONMENT_TOTAL_BYTES} per container",
+            )
+        )
+    return problems
+
+
+def component_name_problems(config: AppConfig) -> list[tuple[str, str]]:
+    """Inference component names (`<stage>-<endpoint>-<model>`, `_` written as `-`) must be valid
+    InferenceComponentNames (botocore sagemaker: pattern and length) and unique in the stage ignoring case:
+    models `a_b` and `a-b`, or endpoint `x` with model `y-z` next to endpoint `x-y` with model `z`, would name
+    one component twice."""
+    problems: list[tuple[str, str]] = []
+    seen: dict[str, str] = {}
+    for index, endpoint in enumerate(config.endpoints):
+        if endpoint.mode != "inference_components":
+            continue
+        deployed = config.deployed_endpoint_name(endpoint)
+        for model in endpoint.models:
+            name = component_name(deployed, model)
+            where = f"endpoints[{index}].models"
+            if len(name) > MAX_INFERENCE_COMPONENT_NAME_LENGTH:
+                problems.append(
+                    (
+                        where,
+                        f"component name {name!r} of model {model!r} has {len(name)} characters; SageMaker allows "
+                        f"{MAX_INFERENCE_COMPONENT_NAME_LENGTH} (shorten the endpoint or model name)",
+                    )
+                )
+            elif not INFERENCE_COMPONENT_NAME.fullmatch(name):
+                problems.append(
+                    (
+                        where,
+                        f"component name {name!r} of model {model!r} is not a valid InferenceComponentName "
+                        f"({INFERENCE_COMPONENT_NAME.pattern}, {INFERENCE_COMPONENT_NAME.source}): a model name may "
+                        "not end with '_' or '-' here",
+                    )
+                )
+            first = seen.setdefault(name.lower(), f"endpoints[{index}] model {model!r}")
+            if first != f"endpoints[{index}] model {model!r}":
+                problems.append(
+                    (
+                        where,
+                        f"model {model!r} would be component {name!r}, which {first} already names (components "
+                        "are named <stage>-<endpoint>-<model> with '_' as '-', and SageMaker ignores case); "
+                        "rename one",
+                    )
+                )
     return problems
 
 
@@ -291,15 +418,15 @@ def _endpoint_problems(
     """Rules for one endpoint; release-dependent ones only once the release is known to be valid."""
     problems: list[tuple[str, str]] = []
     deployed = config.deployed_endpoint_name(endpoint)
-    if len(deployed) > 63:
+    if len(deployed) > MAX_ENDPOINT_NAME_LENGTH:
         problems.append(
-            (f"{path}.name", f"deployed name {deployed!r} is {len(deployed)} characters; SageMaker allows 63")
+            (
+                f"{path}.name",
+                f"deployed name {deployed!r} is {len(deployed)} characters; SageMaker allows "
+                f"{MAX_ENDPOINT_NAME_LENGTH} ({ENDPOINT_NAME.source})",
+            )
         )
-    long = [m for m in endpoint.models if len(component_name(deployed, m)) > 63]
-    if endpoint.mode == "inference_components" and long:
-        problems.append(
-            (f"{path}.models", f"{long}: component names '{deployed}-<model>' must have at most 63 characters")
-        )
+    # Component names: component_name_problems.
     for model in endpoint.models:
         if model not in model_names:
             problems.append(

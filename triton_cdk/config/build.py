@@ -49,7 +49,7 @@ class ReservedFleet(StrictModel):
     """A CodeBuild reserved-capacity fleet, for GPUs the on-demand GPU builds do not offer (e.g. T4)."""
 
     arn: str = Field(
-        pattern=r"^arn:aws[a-z-]*:codebuild:[a-z0-9-]+:\d{12}:fleet/.+",
+        pattern=r"^arn:aws[a-z-]*:codebuild:[a-z0-9-]+:[0-9]{12}:fleet/[^\x00-\x20\x7f]+$",
         description="ARN of the CodeBuild reserved-capacity fleet, in the stage's region.",
     )
     gpu: str = Field(

@@ -15,11 +15,26 @@ import zoneinfo
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
 from model_build import drivers
 from model_build.catalogue import InstanceType, UnknownInstanceTypeError, instance_type
+from model_build.config_yaml import clip
 from model_build.settings import MODEL_NAME_PATTERN, StrictModel, repeated
+from triton_cdk.config.api_limits import (
+    ENDPOINT_NAME,
+    MAX_ENDPOINT_NAME_LENGTH,
+    MAX_SCHEDULE_LENGTH,
+    MAX_SCHEDULED_ACTION_NAME_LENGTH,
+    MAX_SECURITY_GROUPS,
+    MAX_SUBNETS,
+    MAX_VARIANT_NAME_LENGTH,
+    SECURITY_GROUP_ID,
+    SUBNET_ID,
+    VARIANT_NAME,
+)
+from triton_cdk.config.container import ContainerSettings
+from triton_cdk.config.schedule import schedule_problem
 from triton_cdk.serving import component_sizing
 from triton_cdk.serving.autoscaling import ScalingSettings
 from triton_cdk.serving.component_scaling import CopyScalingSettings as ComponentCopyScaling
@@ -29,10 +44,9 @@ from triton_cdk.serving.inference_components import ComponentVariant, TritonInfe
 from triton_cdk.serving.monitoring import AlarmThresholds
 from triton_cdk.serving.triton_model import TritonModel
 
-# SageMaker: EndpointName / EndpointConfigName <= 63 chars, ^[a-zA-Z0-9](-*[a-zA-Z0-9])*
-ENDPOINT_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
-# ProductionVariant.VariantName: the same pattern, <= 63 chars.
-VARIANT_NAME_PATTERN = ENDPOINT_NAME_PATTERN
+# SageMaker EndpointName and ProductionVariant VariantName: botocore's patterns and lengths (api_limits).
+ENDPOINT_NAME_PATTERN = f"^(?:{ENDPOINT_NAME.pattern})$"
+VARIANT_NAME_PATTERN = f"^(?:{VARIANT_NAME.pattern})$"
 # Instance counts: SageMaker documents no maximum (ProductionVariant InitialInstanceCount, Application
 # Auto Scaling MaxCapacity: "service quotas may impose lower limits"); per-type instance quotas are
 # soft. 1000 leaves room for raised quotas and refuses typos such as 1e66.
@@ -54,69 +68,6 @@ def construct_default(owner: type | Callable[..., Any], name: str) -> Any:
     return default
 
 
-class ContainerSettings(StrictModel):
-    """Environment of the Triton container (read by Triton's docker/sagemaker/serve)."""
-
-    log_verbose: bool = Field(
-        default=False,
-        description="Verbose server log (SAGEMAKER_TRITON_LOG_VERBOSE). Always set: false overrides Triton's own "
-        "default, true.",
-    )
-    # Thread counts: no documented maximum; 1024 is over 5x the vCPUs of the largest catalogue type (192).
-    thread_count: PositiveInt | None = Field(
-        default=None,
-        le=1024,
-        description="Threads of the SageMaker HTTP front end (SAGEMAKER_TRITON_THREAD_COUNT), 1-1024. "
-        "Default: Triton's.",
-    )
-    buffer_manager_thread_count: PositiveInt | None = Field(
-        default=None,
-        le=1024,
-        description="Buffer manager threads (SAGEMAKER_TRITON_BUFFER_MANAGER_THREAD_COUNT), 1-1024. Default: Triton's.",
-    )
-    # Shared memory comes out of the instance's RAM; 64 GiB is far above one model's tensors.
-    shm_default_byte_size: PositiveInt | None = Field(
-        default=None,
-        le=64 * 2**30,
-        description="Python backend shared-memory size in bytes (SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE), at most "
-        "64 GiB. Default: Triton's (16 MiB).",
-    )
-    shm_growth_byte_size: PositiveInt | None = Field(
-        default=None,
-        le=64 * 2**30,
-        description="Python backend shared-memory growth step in bytes (SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE), at "
-        "most 64 GiB. Default: Triton's (1 MiB).",
-    )
-    model_load_gpu_limit: float | None = Field(
-        default=None,
-        gt=0,
-        le=1,
-        description="Fraction (0, 1] of each GPU's memory models may fill when loading "
-        "(SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT). Default: no limit.",
-    )
-    # The serve script overwrites SAGEMAKER_TRITON_PING_MODE and reads the OVERRIDE variable
-    # (docker/sagemaker/serve in triton-inference-server/server).
-    ping_mode: Literal["ready", "live"] | None = Field(
-        default=None,
-        description="ready or live (SAGEMAKER_TRITON_OVERRIDE_PING_MODE). Default: the serve script's, ready on "
-        "single-model and live on multi-model endpoints.",
-    )
-    # ContainerDefinition.Environment: each key and value at most 1024 bytes, all together 32 KB.
-    additional_args: str | None = Field(
-        default=None,
-        max_length=1024,
-        description="Extra tritonserver flags (SAGEMAKER_TRITON_ADDITIONAL_ARGS), e.g. "
-        "--backend-config=tensorrt,version-compatible=true. Default: none.",
-    )
-    extra_environment: dict[str, str] = Field(
-        default_factory=dict,
-        max_length=100,
-        description="Further container variables (at most 100; each key and value at most 1024 bytes, 32 KB in all). "
-        "Refused if it sets a variable of the fields above, SAGEMAKER_TRITON_DEFAULT_MODEL_NAME, "
-        "SAGEMAKER_MULTI_MODEL or SAGEMAKER_TRITON_PING_MODE (those follow the mode).",
-    )
-
-
 @functools.cache
 def iana_time_zones() -> frozenset[str]:
     """The IANA names (the tzdata package pins the database, so every machine agrees)."""
@@ -126,11 +77,20 @@ def iana_time_zones() -> frozenset[str]:
 class ScheduledScaling(StrictModel):
     """A scheduled change of a variant's capacity bounds (Application Auto Scaling scheduled action)."""
 
+    # Application Auto Scaling ScheduledActionName allows 1-256 characters without : / | or control characters
+    # (api_limits); letters, digits and - keep the name a plain CDK construct id too.
     name: str = Field(
-        pattern=r"^[A-Za-z0-9-]{1,64}$", description="Name of the scheduled action: 1-64 letters, digits or -."
+        min_length=1,
+        max_length=MAX_SCHEDULED_ACTION_NAME_LENGTH,
+        pattern=r"^[A-Za-z0-9-]+$",
+        description=f"Name of the scheduled action: 1-{MAX_SCHEDULED_ACTION_NAME_LENGTH} letters, digits or -, "
+        "each name once per autoscaling.",
     )
     schedule: str = Field(
-        max_length=1600, description="cron(...), rate(...) or at(...) expression (Application Auto Scaling)."
+        max_length=MAX_SCHEDULE_LENGTH,
+        description="at(yyyy-mm-ddThh:mm:ss), rate(<positive integer> minute(s)|hour(s)|day(s)) or cron(<6 fields: "
+        "Minutes Hours Day-of-month Month Day-of-week Year>, one of the day fields ?) (Application Auto Scaling "
+        "PutScheduledAction).",
     )
     min_capacity: PositiveInt | None = Field(
         default=None,
@@ -149,6 +109,14 @@ class ScheduledScaling(StrictModel):
         description="Time zone of a cron expression: a canonical IANA name, e.g. Europe/Berlin. Default: UTC.",
     )
 
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, schedule: str) -> str:
+        problem = schedule_problem(schedule)
+        if problem:
+            raise ValueError(problem)
+        return schedule
+
     @model_validator(mode="after")
     def _bounds(self) -> ScheduledScaling:
         # Application Auto Scaling PutScheduledAction, Timezone: "the canonical names of the IANA time zones".
@@ -156,8 +124,6 @@ class ScheduledScaling(StrictModel):
             close = difflib.get_close_matches(self.time_zone, sorted(iana_time_zones()), n=2)
             hint = f" (did you mean {' or '.join(close)}?)" if close else ""
             raise ValueError(f"time_zone {self.time_zone[:64]!r} is not an IANA time zone name{hint}")
-        if not self.schedule.startswith(("cron(", "rate(", "at(")):
-            raise ValueError(f"schedule must start with cron(, rate( or at(, got {self.schedule!r}")
         if self.min_capacity is None and self.max_capacity is None:
             raise ValueError("a scheduled action needs min_capacity and/or max_capacity")
         if self.min_capacity and self.max_capacity and self.min_capacity > self.max_capacity:
@@ -219,6 +185,10 @@ class AutoscalingSettings(StrictModel):
             raise ValueError(f"min_capacity {self.min_capacity} > max_capacity {self.max_capacity}")
         if self.invocations_per_instance is None and self.gpu_utilization_percent is None:
             raise ValueError("set invocations_per_instance and/or gpu_utilization_percent (or leave out autoscaling)")
+        twice = repeated([action.name for action in self.scheduled])
+        if twice:
+            # A scalable target holds each scheduled action name once (and the name is the action's construct id).
+            raise ValueError(f"scheduled action names {twice} are used twice; each name once")
         return self
 
 
@@ -409,8 +379,9 @@ class VariantSettings(StrictModel):
 
     name: str = Field(
         pattern=VARIANT_NAME_PATTERN,
-        max_length=63,
-        description="Variant name (at most 63 characters), unique on the endpoint; keep it stable on a live endpoint.",
+        max_length=MAX_VARIANT_NAME_LENGTH,
+        description=f"Variant name (at most {MAX_VARIANT_NAME_LENGTH} characters), unique on the endpoint; keep it "
+        "stable on a live endpoint.",
     )
     instance_type: str = Field(
         description="Instance type: the same GPU model as the endpoint's instance_type (or CPU if that is CPU), "
@@ -432,10 +403,36 @@ class VariantSettings(StrictModel):
 class VpcSettings(StrictModel):
     """The VPC the containers' network interfaces are placed in (VpcConfig)."""
 
-    subnet_ids: list[str] = Field(min_length=1, max_length=16, description="VpcConfig.Subnets: 1-16 subnet ids.")
-    security_group_ids: list[str] = Field(
-        min_length=1, max_length=5, description="VpcConfig.SecurityGroupIds: 1-5 security group ids."
+    subnet_ids: list[str] = Field(
+        min_length=1,
+        max_length=MAX_SUBNETS,
+        description=f"VpcConfig.Subnets: 1-{MAX_SUBNETS} subnet ids (subnet-0123456789abcdef0), each once.",
     )
+    security_group_ids: list[str] = Field(
+        min_length=1,
+        max_length=MAX_SECURITY_GROUPS,
+        description=f"VpcConfig.SecurityGroupIds: 1-{MAX_SECURITY_GROUPS} security group ids (sg-0123456789abcdef0), "
+        "each once.",
+    )
+
+    @field_validator("subnet_ids", "security_group_ids")
+    @classmethod
+    def _ids(cls, ids: list[str], info: ValidationInfo) -> list[str]:
+        """SageMaker's SubnetId / SecurityGroupId (botocore: at most 32 of [-0-9a-zA-Z]) and EC2's id format
+        (EC2 User Guide, "Resource IDs": the type's prefix, a hyphen and 8 or 17 lowercase letters or digits)."""
+        prefix, shape = ("subnet", SUBNET_ID) if info.field_name == "subnet_ids" else ("sg", SECURITY_GROUP_ID)
+        bad = [
+            clip(i, 40)
+            for i in ids
+            if not (shape.fullmatch(i) and len(i) <= (shape.maximum or len(i)))
+            or not re.fullmatch(f"{prefix}-[0-9a-z]{{8}}([0-9a-z]{{9}})?", i)
+        ]
+        if bad:
+            raise ValueError(f"{bad} are not {prefix}- ids ({prefix}- and 8 or 17 lowercase letters or digits)")
+        twice = repeated(ids)
+        if twice:
+            raise ValueError(f"{twice} listed twice")
+        return ids
 
 
 # ProductionVariantRoutingConfig.RoutingStrategy; PREFIX_AWARE (KV-cache routing for LLMs) is left out: Triton
@@ -584,8 +581,9 @@ class EndpointSettings(StrictModel):
 
     name: str = Field(
         pattern=ENDPOINT_NAME_PATTERN,
-        max_length=63,
-        description="Endpoint name; deployed as <stage>-<name>, at most 63 characters in all.",
+        max_length=MAX_ENDPOINT_NAME_LENGTH,
+        description=f"Endpoint name; deployed as <stage>-<name>, at most {MAX_ENDPOINT_NAME_LENGTH} characters in "
+        "all; unique in the stage ignoring case (SageMaker's names are).",
     )
     mode: Literal["single_model", "multi_model", "inference_components"] = Field(
         description="single_model (exactly one model), multi_model (single-GPU instance types only) or "
@@ -629,9 +627,9 @@ class EndpointSettings(StrictModel):
     variant_name: str = Field(
         default=DEFAULT_VARIANT_NAME,
         pattern=VARIANT_NAME_PATTERN,
-        max_length=63,
-        description="Name of the primary variant (at most 63 characters). Keep it stable: blue/green and rolling "
-        "updates need the same variant names.",
+        max_length=MAX_VARIANT_NAME_LENGTH,
+        description=f"Name of the primary variant (at most {MAX_VARIANT_NAME_LENGTH} characters). Keep it stable: "
+        "blue/green and rolling updates need the same variant names.",
     )
     initial_weight: float = Field(
         default=construct_default(ProductionVariant, "initial_weight"),
@@ -690,7 +688,7 @@ class EndpointSettings(StrictModel):
 
     @model_validator(mode="after")
     def _models(self) -> EndpointSettings:
-        bad = [m for m in self.models if not re.match(MODEL_NAME_PATTERN, m)]
+        bad = [m for m in self.models if not re.fullmatch(MODEL_NAME_PATTERN, m)]
         if bad:
             raise ValueError(f"model names {bad} are not valid Triton model names ({MODEL_NAME_PATTERN})")
         duplicates = repeated(self.models)

@@ -16,13 +16,14 @@ from pydantic import ValidationError
 from model_build.app_config import MAX_PROBLEMS, format_validation_error
 from model_build.config_yaml import ConfigDocument, ConfigFileError, clip, read_config_document
 from model_build.preflight import ensemble_preflight_problems, preflight_problems
-from triton_cdk.config.app import AppConfig, cross_field_problems
+from triton_cdk.config.app import STAGE_PATTERN, AppConfig, cross_field_problems
 from triton_cdk.config.source_paths import source_path_problems
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = PROJECT_ROOT / "config"
 # One problem line may quote a user's value; keep each readable and the whole message bounded.
 MAX_LINE_CHARS = 1_000
+STAGE_NAME = re.compile(STAGE_PATTERN)
 
 
 class ConfigError(Exception):
@@ -39,13 +40,14 @@ def load_config(path: Path, *, source_roots: tuple[Path, ...] = (PROJECT_ROOT,))
     `source_roots`: folders a local model source may resolve into (the project root; tests add
     the shared test-data folder beside it).
     """
-    document = _read(path)
+    document = read_document(path)
     shown = shown_path(path)
     try:
         config = AppConfig.model_validate(document.data)
     except ValidationError as error:
         raise ConfigError(format_validation_error(str(shown), error, document=document)) from None
     problems = cross_field_problems(config)
+    problems += promotion_chain_problems(config, path.parent)
     problems += _source_problems(config, source_roots)
     if config.stage != path.stem:
         problems.append(("stage", f"is {config.stage!r} but the file is for stage {clip(path.stem)!r}"))
@@ -117,6 +119,116 @@ def format_problems(path: Path, problems: list[tuple[str, str]], document: Confi
 def field_loc(field: str) -> tuple:
     """'endpoints[0].autoscaling' -> ('endpoints', 0, 'autoscaling')."""
     return tuple(int(part) if part.isdigit() else part for part in re.findall(r"[^.\[\]]+", field))
+
+
+def read_document(path: Path) -> ConfigDocument:
+    """The file's data (model_build.config_yaml's bounded reader), with every string that no AWS API, path or
+    process environment can carry refused before the schema sees it (text_problems)."""
+    document = _read(path)
+    problems = text_problems(document.data)
+    if problems:
+        shown = shown_path(path)
+        lines = []
+        for loc, message in problems[:MAX_PROBLEMS]:
+            line = document.line_of(loc)
+            at = f" (line {line})" if line is not None else ""
+            lines.append(clip(f"{shown}: {shown_loc(loc) or '<root>'}: {message}", MAX_LINE_CHARS) + at)
+        if len(problems) > MAX_PROBLEMS:
+            lines.append(f"{shown}: ... and {len(problems) - MAX_PROBLEMS} more problems")
+        raise ConfigError("\n".join(lines))
+    return document
+
+
+def text_problems(data: object, loc: tuple = ()) -> list[tuple[tuple, str]]:
+    """(field path, message) for each key or string value holding a NUL or a lone surrogate, anywhere.
+
+    A YAML escape ("\\0", "\\ud800") puts them in a string. A NUL ends a C string: no file path (os.stat
+    raises "embedded null byte"), process environment (execve) or AWS name carries it. A lone surrogate is
+    not a character and cannot be encoded as UTF-8 (str.encode raises), which every AWS API and the
+    CloudFormation template (JSON in UTF-8) need. The reader's node budget bounds this walk.
+    """
+    problems: list[tuple[tuple, str]] = []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(key, str) and (why := _bad_text(key)):
+                problems.append(((*loc, key), f"the key {why}"))
+            problems += text_problems(value, (*loc, key))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            problems += text_problems(value, (*loc, index))
+    elif isinstance(data, str) and (why := _bad_text(data)):
+        problems.append((loc, f"the value {why}"))
+    return problems
+
+
+def _bad_text(text: str) -> str | None:
+    if "\x00" in text:
+        return "holds a NUL character (\\x00), which no file path, container variable or AWS name can carry"
+    surrogate = next((c for c in text if "\ud800" <= c <= "\udfff"), None)
+    if surrogate is not None:
+        return (
+            f"holds a lone surrogate ({ascii(surrogate)[1:-1]}), which is not a character and cannot be written "
+            "as UTF-8; use the character itself"
+        )
+    return None
+
+
+def shown_loc(loc: tuple) -> str:
+    """('endpoints', 0, 'container') -> 'endpoints[0].container'; a key that is not a plain word is quoted."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+            continue
+        key = str(part)
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", key):
+            key = repr(clip(key, 40)).replace("\\x00", "\\0")
+        text += f".{key}" if text else key
+    return text
+
+
+# A chain of promotions longer than this is a mistake: a pipeline has at most 20 stages (pipeline.py).
+MAX_PROMOTION_CHAIN = 20
+
+
+def promotion_chain_problems(config: AppConfig, config_dir: Path) -> list[tuple[str, str]]:
+    """`promote_from` must lead, stage by stage, to a stage that builds: a stage that promotes from itself, or a
+    cycle (dev from prod, prod from dev), copies artifacts nobody ever builds. The other stages' files are read
+    from the same folder for their `promote_from` only; a missing or broken one ends the walk here (it is
+    reported when that stage is loaded, as app.py and the pipeline do)."""
+    if config.promote_from is None:
+        return []
+    if config.promote_from == config.stage:
+        return [
+            (
+                "promote_from",
+                f"stage {config.stage!r} promotes from itself; name the stage that builds the artifacts (e.g. dev "
+                "for prod), or leave promote_from out so this stage builds them",
+            )
+        ]
+    chain = [config.stage]
+    current: str | None = config.promote_from
+    while current is not None and len(chain) <= MAX_PROMOTION_CHAIN:
+        if current in chain:
+            cycle = " -> ".join([*chain[chain.index(current) :], current])
+            return [
+                (
+                    "promote_from",
+                    f"promotion cycle {cycle} (each copies artifacts from the next): no stage of it builds; the "
+                    "first stage of a promotion chain must leave promote_from out",
+                )
+            ]
+        chain.append(current)
+        current = _promote_from_of(config_dir / f"{current}.yaml")
+    return []
+
+
+def _promote_from_of(path: Path) -> str | None:
+    try:
+        value = read_config_document(path).data.get("promote_from")
+    except (ConfigFileError, OSError):
+        return None
+    return value if isinstance(value, str) and STAGE_NAME.fullmatch(value) else None
 
 
 def _read(path: Path) -> ConfigDocument:

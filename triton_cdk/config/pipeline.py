@@ -8,21 +8,24 @@ what the smoke tests accept.
 from __future__ import annotations
 
 import re
+import stat
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import Field, PositiveInt, ValidationError, field_validator, model_validator
 
 from model_build.app_config import format_validation_error
-from model_build.config_yaml import read_config_document
-from model_build.errors import ModelBuildError
+from model_build.config_yaml import clip
 from model_build.settings import StrictModel, repeated
-from triton_cdk.config.app import AppConfig
-from triton_cdk.config.loader import CONFIG_DIR, PROJECT_ROOT, ConfigError, load_stage, shown_path
+from triton_cdk.config.app import ACCOUNT_PATTERN, REGION_PATTERN, STAGE_PATTERN, AppConfig
+from triton_cdk.config.loader import CONFIG_DIR, PROJECT_ROOT, ConfigError, load_stage, read_document, shown_path
 
 PIPELINE_CONFIG_PATH = CONFIG_DIR / "pipeline.yaml"
 PLACEHOLDER_CONNECTION_MARKER = "REPLACE-ME"
-ACCOUNT_PATTERN = r"^\d{12}$"
-REGION_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-\d$"
+# A smoke sample's path: Linux's PATH_MAX is 4096 bytes; a project-relative path is far shorter.
+MAX_SAMPLE_PATH_CHARS = 1024
+# git check-ref-format(1): characters no ref name may hold (besides ASCII control characters and DEL).
+BRANCH_FORBIDDEN = " ~^:?*[\\"
 
 
 class SourceSettings(StrictModel):
@@ -30,7 +33,7 @@ class SourceSettings(StrictModel):
 
     connection_arn: str | None = Field(
         default=None,
-        pattern=r"^arn:aws[a-z-]*:(codestar-connections|codeconnections):[a-z0-9-]+:\d{12}:connection/.+$",
+        pattern=r"^arn:aws[a-z-]*:(codestar-connections|codeconnections):[a-z0-9-]+:[0-9]{12}:connection/[^\x00-\x20\x7f]+$",
         description="ARN of an authorised CodeConnections (CodeStar) connection, as the console shows it; with "
         "repository.",
     )
@@ -41,12 +44,24 @@ class SourceSettings(StrictModel):
     )
     codecommit_repository: str | None = Field(
         default=None,
-        pattern=r"^[\w.-]{1,100}$",
+        pattern=r"^[A-Za-z0-9_.-]{1,100}$",
         description="A CodeCommit repository in the pipeline account, instead of connection_arn + repository.",
     )
     branch: str = Field(
-        default="main", min_length=1, max_length=255, description="Branch whose pushes run the pipeline."
+        default="main",
+        min_length=1,
+        max_length=255,
+        description="Branch whose pushes run the pipeline: a name git accepts (git check-ref-format --branch: no "
+        "control characters, spaces, ~ ^ : ? * [ \\, .., @{, leading -, ...).",
     )
+
+    @field_validator("branch")
+    @classmethod
+    def _branch(cls, branch: str) -> str:
+        problem = branch_name_problem(branch)
+        if problem:
+            raise ValueError(f"not a git branch name: {problem}")
+        return branch
 
     @model_validator(mode="after")
     def _one_kind(self) -> SourceSettings:
@@ -66,7 +81,7 @@ class SourceSettings(StrictModel):
 
 
 class PipelineStageSettings(StrictModel):
-    name: str = Field(pattern=r"^[a-z][a-z0-9]{0,11}$", description="A stage with a config/<name>.yaml.")
+    name: str = Field(pattern=f"^{STAGE_PATTERN}$", description="A stage with a config/<name>.yaml.")
     approval: bool = Field(default=False, description="Manual approval before this stage deploys.")
     regions: list[str] = Field(
         default_factory=list,
@@ -76,7 +91,7 @@ class PipelineStageSettings(StrictModel):
 
     @model_validator(mode="after")
     def _regions(self) -> PipelineStageSettings:
-        bad = [r for r in self.regions if not re.match(REGION_PATTERN, r)]
+        bad = [r for r in self.regions if not re.fullmatch(REGION_PATTERN, r)]
         if bad:
             raise ValueError(f"regions must be AWS region names like us-east-1, got {bad}")
         if len(set(self.regions)) != len(self.regions):
@@ -103,7 +118,7 @@ class SmokeSettings(StrictModel):
         description="Per-endpoint bound in milliseconds (0-60000], keyed by the endpoint name as in "
         "config/<stage>.yaml. Default: max_latency_ms for every endpoint.",
     )
-    raw_inputs: dict[str, dict[str, str]] = Field(
+    raw_inputs: dict[str, dict[str, Annotated[str, Field(min_length=1, max_length=MAX_SAMPLE_PATH_CHARS)]]] = Field(
         default_factory=dict,
         max_length=64,
         description="Sample files a model is smoke-tested with, by model name then input name, e.g. "
@@ -132,13 +147,13 @@ class PipelineConfig(StrictModel):
     )
     account: str | None = Field(
         default=None,
-        pattern=ACCOUNT_PATTERN,
+        pattern=f"^{ACCOUNT_PATTERN}$",
         description="12-digit account of the pipeline itself (the tooling account); required, with region, once a "
         "stage sets an account or region. Default: none, an environment-agnostic synth.",
     )
     region: str | None = Field(
         default=None,
-        pattern=REGION_PATTERN,
+        pattern=f"^{REGION_PATTERN}$",
         description="Region of the pipeline itself; set with account. Default: none, an environment-agnostic synth.",
     )
     source: SourceSettings = Field(
@@ -238,20 +253,64 @@ def _raw_input_problems(
             where = f"{field}.{input_name}"
             if inputs is not None and input_name not in inputs:
                 problems.append((where, f"ensemble {model_name!r} has no input {input_name!r} (inputs: {inputs})"))
-            resolved = (root / value).resolve()
-            if not resolved.is_relative_to(root) or resolved == root:
-                problems.append((where, f"{value!r} is not a file inside the project (paths are relative to {root})"))
-            elif not resolved.is_file():
-                problems.append((where, f"{value!r} is not a regular file"))
-            elif resolved.stat().st_size > MAX_PAYLOAD_BYTES:
-                problems.append(
-                    (
-                        where,
-                        f"{value!r} holds {resolved.stat().st_size} bytes; one request carries at most "
-                        f"{MAX_PAYLOAD_BYTES} (InvokeEndpoint's payload limit)",
-                    )
-                )
+            problem = _sample_file_problem(value, root, MAX_PAYLOAD_BYTES)
+            if problem:
+                problems.append((where, problem))
     return problems
+
+
+def _sample_file_problem(value: str, root: Path, max_bytes: int) -> str | None:
+    """A smoke sample is a regular file inside the project of at most `max_bytes`. Never raises: a path the OS
+    refuses (too long, a symlink loop, unreadable) is a problem like any other."""
+    shown = repr(clip(value, 80))
+    try:
+        resolved = (root / value).resolve()
+        if not resolved.is_relative_to(root) or resolved == root:
+            return f"{shown} is not a file inside the project (paths are relative to {root})"
+        info = resolved.stat()
+    except FileNotFoundError:
+        return f"{shown} does not exist (paths are relative to {root})"
+    except RuntimeError:  # Path.resolve: "Symlink loop" (Python 3.11)
+        return f"{shown} is a loop of symbolic links"
+    except (OSError, ValueError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        return f"{shown} cannot be read: {clip(reason, 80)}"
+    if not stat.S_ISREG(info.st_mode):
+        return f"{shown} is not a regular file"
+    if info.st_size > max_bytes:
+        return (
+            f"{shown} holds {info.st_size} bytes; one request carries at most {max_bytes} (InvokeEndpoint's payload "
+            "limit)"
+        )
+    return None
+
+
+def branch_name_problem(name: str) -> str | None:
+    """What `git check-ref-format --branch` refuses in `name` (git-check-ref-format(1), rules 1 and 3-10, and
+    the --branch rules: no leading '-', not HEAD); None for a valid branch name. CodePipeline triggers on the
+    branch's pushes, so a name git refuses can never trigger it."""
+    control = [c for c in name if ord(c) < 0x20 or ord(c) == 0x7F]
+    if control:
+        return f"holds the control character {control[0]!a} (ASCII control characters and DEL are not allowed)"
+    forbidden = sorted({c for c in name if c in BRANCH_FORBIDDEN})
+    if forbidden:
+        return f"holds {', '.join(map(repr, forbidden))} (space ~ ^ : ? * [ \\ are not allowed)"
+    checks = [
+        (".." in name, "holds '..'"),
+        ("@{" in name, "holds '@{'"),
+        (name == "@", "is '@'"),
+        (name == "HEAD", "is HEAD"),
+        (name.startswith("-"), "starts with '-'"),
+        (name.startswith("/") or name.endswith("/") or "//" in name, "starts or ends with '/' or holds '//'"),
+        (name.endswith("."), "ends with '.'"),
+    ]
+    for failed, why in checks:
+        if failed:
+            return why
+    for part in name.split("/"):
+        if part.startswith(".") or part.endswith(".lock"):
+            return f"its part {part!r} starts with '.' or ends with '.lock'"
+    return None
 
 
 def _guarded_rollout_problems(path: str, config: AppConfig) -> list[tuple[str, str]]:
@@ -296,10 +355,7 @@ def _reader_problems(
 
 def load_pipeline_config(path: Path = PIPELINE_CONFIG_PATH) -> PipelineConfig:
     """Parse and validate config/pipeline.yaml. Raises ConfigError naming the file and each field."""
-    try:
-        document = read_config_document(path)
-    except ModelBuildError as error:
-        raise ConfigError(str(error)) from None
+    document = read_document(path)
     try:
         return PipelineConfig.model_validate(document.data)
     except ValidationError as error:
