@@ -18,6 +18,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk.interfaces import aws_sagemaker as sagemaker_refs
 from constructs import Construct, IValidation
 
 from model_build.catalogue import INSTANCE_TYPES
@@ -133,11 +134,29 @@ class DataCapture:
         )
 
 
-class _EndpointBase(Construct, SageMakerInvocationMetrics):
-    """What owned and imported endpoints share: grants and metrics (aws-cdk-lib style)."""
+@jsii.implements(sagemaker.IEndpoint)
+class _EndpointBase(cdk.Resource, SageMakerInvocationMetrics):
+    """What owned and imported endpoints share: grants and metrics (aws-cdk-lib style).
 
-    endpoint_name: str
+    A `cdk.Resource` implementing aws-cdk-lib's `aws_sagemaker.IEndpoint`, so whatever takes a SageMaker endpoint
+    takes ours (e.g. `aws_apigateway.SagemakerIntegration`; aws-cdk-lib API reference, "IEndpoint").
+    """
+
     variant_names: list[str]
+
+    # A property, not a plain attribute: the jsii kernel reads `endpointName` through property getters only.
+    @property
+    def endpoint_name(self) -> str:
+        return self._endpoint_name
+
+    @endpoint_name.setter
+    def endpoint_name(self, name: str) -> None:
+        self._endpoint_name = name
+
+    @property
+    def endpoint_ref(self) -> sagemaker_refs.EndpointReference:
+        """aws-cdk-lib's reference to this endpoint (`IEndpointRef`)."""
+        return sagemaker_refs.EndpointReference(endpoint_arn=self.endpoint_arn)
 
     @property
     def endpoint_arn(self) -> str:
