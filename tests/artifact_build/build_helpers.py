@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-HANDLER_PATH = PROJECT_ROOT / "lambda" / "ensure_artifact" / "index.py"
+HANDLER_PATH = PROJECT_ROOT / "triton_cdk" / "artifact_build" / "handlers" / "ensure_artifact" / "index.py"
 SHARED = PROJECT_ROOT.parent / "shared"
 SIMPLE_ONNX = SHARED / "triton-configs" / "valid" / "simple" / "1" / "model.onnx"
 FLEET_ARN = "arn:aws:codebuild:us-east-1:111111111111:fleet/t4-fleet:0a1b2c3d"

@@ -67,7 +67,7 @@ def make_bucket(s3):
 
 @pytest.fixture
 def handler():
-    """lambda/ensure_artifact/index.py, loaded by path (`lambda` is a Python keyword)."""
+    """The ensure-artifact handler's index.py, loaded by path (a handler folder, not a package)."""
     spec = importlib.util.spec_from_file_location("ensure_artifact_index", HANDLER_PATH)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -20,7 +20,7 @@ sys.path.insert(0, str(PROJECT_ROOT / "tests" / "model_build"))
 from onnx_fixtures import dynamic_batch_model  # noqa: E402
 
 MARKER = "<!-- doctest -->"
-LINKED = ("model_build", "triton_cdk", "stacks", "endpoint_client", "lambda", "examples", "app.py", "cdk.json", ".venv")
+LINKED = ("model_build", "triton_cdk", "stacks", "endpoint_client", "examples", "app.py", "cdk.json", ".venv")
 PAGES = [PROJECT_ROOT / "README.md", *sorted((PROJECT_ROOT / "docs").glob("*.md"))]
 
 

@@ -40,7 +40,7 @@ def python_under_build_folders(root: Path) -> list[str]:
 
 def test_no_python_package_or_test_folder_is_named_build() -> None:
     trees = {tree.name for tree in source_trees(PROJECT_ROOT)}
-    assert {"model_build", "endpoint_client", "triton_cdk", "stacks", "lambda", "tests"} <= trees
+    assert {"model_build", "endpoint_client", "triton_cdk", "stacks", "tests"} <= trees
     assert python_under_build_folders(PROJECT_ROOT) == []
 
 

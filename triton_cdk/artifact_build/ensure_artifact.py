@@ -45,6 +45,8 @@ from triton_cdk.artifacts import list_models_statement
 from triton_cdk.nag import acknowledge
 
 RESOURCE_TYPE = "Custom::TritonModelArtifact"
+# The handler ships with the construct (package data; pyproject.toml): a folder, not a Python package.
+HANDLER_DIR = Path(__file__).resolve().parent / "handlers" / "ensure_artifact"
 # on_event copies objects server-side (promotion, multi-model copies): its own limit, below the
 # Provider framework function's 15 minutes, so its own error reaches CloudFormation.
 ON_EVENT_TIMEOUT = cdk.Duration.minutes(14)
@@ -88,8 +90,8 @@ class EnsureArtifacts(Construct):
     :param build_wait: BUILD mode: how long a deployment waits for one build (at most 12 hours).
     :param log_retention: retention of the handler and framework log groups.
     :param handler_dir: the folder holding the handler's `index.py` (`on_event`, `on_build_state`), shipped as
-        the functions' asset as it is (no bundling). No default: the library does not guess where the app keeps
-        its sources (this app: lambda/ensure_artifact/, passed by stacks/build_stack.py).
+        the functions' asset as it is (no bundling). Default: - the handler shipped with this construct (package
+        data: triton_cdk/artifact_build/handlers/ensure_artifact/).
     """
 
     def __init__(
@@ -105,7 +107,7 @@ class EnsureArtifacts(Construct):
         build_wait: cdk.Duration | None = None,
         log_retention: logs.RetentionDays,
         log_encryption_key: kms.IKey | None = None,
-        handler_dir: Path,
+        handler_dir: Path | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if bool(projects) == bool(promotion):
@@ -128,7 +130,7 @@ class EnsureArtifacts(Construct):
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description="Ensure-artifact handler: check, build or promote model artifacts",
         )
-        code = lambda_.Code.from_asset(str(handler_dir), exclude=["__pycache__", "*.pyc"])
+        code = lambda_.Code.from_asset(str(handler_dir or HANDLER_DIR), exclude=["__pycache__", "*.pyc"])
         handlers = [("OnEvent", "index.on_event", ON_EVENT_TIMEOUT)]
         if projects:
             handlers.append(("OnBuildState", "index.on_build_state", cdk.Duration.minutes(14)))

@@ -24,13 +24,15 @@ from constructs import Construct
 from triton_cdk.guard import acknowledge_guard
 
 RESOURCE_TYPE = "Custom::TritonInstanceTypeGuard"
+# The handler ships with the construct (package data; pyproject.toml): a folder, not a Python package.
+HANDLER_DIR = Path(__file__).resolve().parent / "handlers" / "instance_type_guard"
 
 
 class InstanceTypeGuard(Construct):
     """Props: endpoint_name; variants (name -> instance type); autoscaled (names of scaled variants);
     handler_dir: the folder holding the handler's `index.py` (`handler`), inlined into the template (it uses
-    only the standard library). No default: the library does not guess where the app keeps its sources (this
-    app: lambda/instance_type_guard/, passed by stacks/endpoint_stack.py);
+    only the standard library). Default: - the handler shipped with this construct (package data:
+    triton_cdk/serving/handlers/instance_type_guard/);
     log_key: a key of this stack that encrypts the handler's log group. Default: - CloudWatch Logs' own keys.
 
     Create it whether or not the endpoint is autoscaled now: the previous deployment's autoscaling is
@@ -45,7 +47,7 @@ class InstanceTypeGuard(Construct):
         endpoint_name: str,
         variants: Mapping[str, str],
         autoscaled: Sequence[str],
-        handler_dir: Path,
+        handler_dir: Path | None = None,
         log_key: kms.Key | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -66,7 +68,7 @@ class InstanceTypeGuard(Construct):
             "Handler",
             runtime=lambda_.Runtime.PYTHON_3_14,
             handler="index.handler",
-            code=lambda_.Code.from_inline((handler_dir / "index.py").read_text()),
+            code=lambda_.Code.from_inline(((handler_dir or HANDLER_DIR) / "index.py").read_text()),
             timeout=cdk.Duration.seconds(60),
             role=role,
             log_group=log_group,
