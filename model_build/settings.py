@@ -92,7 +92,7 @@ class ModelSource(StrictModel):
             raise ValueError(
                 f"give exactly one of 'path', 's3_uri' or 'export' (got {', '.join(given) if given else 'none'})"
             )
-        if self.s3_uri is not None and not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/.+", self.s3_uri):
+        if self.s3_uri is not None and not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/.+", self.s3_uri):
             raise ValueError(f"s3_uri must look like s3://bucket/key, got {self.s3_uri!r}")
         return self
 

@@ -86,8 +86,6 @@ def bucket_name_problems(name: str) -> list[str]:
 class ArtifactSettings(StrictModel):
     bucket_name: str | None = Field(
         default=None,
-        min_length=3,
-        max_length=63,
         description="Explicit bucket name (S3's bucket naming rules: 3-63 lowercase letters, digits, . and -, no "
         "reserved prefix or suffix); needed when another stage promotes from this one. Default: CloudFormation "
         "generates one.",
