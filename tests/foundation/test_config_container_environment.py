@@ -78,7 +78,7 @@ def test_the_count_includes_the_variables_the_typed_fields_set(tmp_path):
 
 
 def test_the_total_includes_the_typed_fields(tmp_path):
-    """"The maximum length of all keys and values in the map, combined, is 32 KB" (ContainerDefinition)."""
+    """ContainerDefinition.Environment: "The maximum length of all keys and values in the map, combined, is 32 KB"."""
     extra = {f"V{i:02d}": "x" * 1000 for i in range(32)} | {"V32": "x" * 619}
     assert sum(len(k) + len(v) for k, v in extra.items()) == 32_718  # under 32768 on its own
     message = _dev_with_environment(tmp_path, extra)
