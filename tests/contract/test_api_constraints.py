@@ -453,6 +453,14 @@ def test_hostile_values_injected_into_a_shipped_template_are_refused(shipped_tem
     }
 
 
+def test_the_construct_path_is_named_where_the_synth_wrote_it() -> None:
+    """`cdk synth` (the CLI) writes each resource's construct path as `aws:cdk:path` metadata."""
+    template = _template("AWS::CloudWatch::Alarm", {**_ALARM, "EvaluationPeriods": 0})
+    template["Resources"]["Hostile"]["Metadata"] = {"aws:cdk:path": "Triton-dev-Endpoint-bert/Monitoring/Resource"}
+    (violation,) = check_template(template, "Triton-dev-Endpoint-bert").violations
+    assert "Hostile [Triton-dev-Endpoint-bert/Monitoring/Resource] (AWS::CloudWatch::Alarm)" in violation.message
+
+
 def test_values_resolved_at_deploy_time_are_not_checked() -> None:
     properties = {
         "EndpointName": {"Ref": "Name"},
@@ -461,6 +469,9 @@ def test_values_resolved_at_deploy_time_are_not_checked() -> None:
     }
     result = check_template(_template("AWS::SageMaker::Endpoint", properties))
     assert not result.violations and not result.uncovered
+    whole = _template("AWS::SageMaker::Endpoint", {})
+    whole["Resources"]["Hostile"]["Properties"] = {"Fn::If": ["C", {"EndpointName": "-"}, {}]}
+    assert check_template(whole).violations == []
 
 
 def test_a_value_of_the_wrong_type_is_refused() -> None:

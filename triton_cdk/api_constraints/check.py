@@ -47,17 +47,20 @@ class Violation:
     member: str  # the input member's path: "ProductionVariants.InstanceType"
     shape: str  # the shape that states the constraint: "ProductionVariantInstanceType"
     config_field: str | None = None
+    construct_path: str | None = None  # the resource's `aws:cdk:path` metadata, where the synth wrote it
 
     @property
     def source(self) -> str:
-        """ "botocore sagemaker (2017-07-24) CreateEndpoint: EndpointName (shape EndpointName)"."""
+        """Where the constraint is stated, e.g. "botocore sagemaker (2017-07-24) CreateEndpoint: EndpointName (shape
+        EndpointName)"."""
         version = service_model(self.service).api_version
         return f"botocore {self.service} ({version}) {self.operation}: {self.member} (shape {self.shape})"
 
     @property
     def message(self) -> str:
+        where = f" [{self.construct_path}]" if self.construct_path else ""
         text = (
-            f"{self.stack}: {self.logical_id} ({self.resource_type}) property {self.property_path}: "
+            f"{self.stack}: {self.logical_id}{where} ({self.resource_type}) property {self.property_path}: "
             f"{_shown(self.value)} breaks the API's constraint: {self.constraint} "
             f"[source: {self.source}]"
         )
@@ -127,6 +130,7 @@ class _Walk:
     mapping: ResourceMapping
     result: CheckResult
     hint: ConfigFieldHint | None
+    construct_path: str | None
 
     def source(self, operation: str, members: list[str], shape: Shape) -> tuple[str, str, str, str]:
         return self.mapping.service, operation, ".".join(members) or "(input)", shape.name
@@ -142,6 +146,7 @@ class _Walk:
                 constraint,
                 *source,
                 config_field=self.hint(self.stack, self.resource_type, path) if self.hint else None,
+                construct_path=self.construct_path,
             )
         )
 
@@ -298,7 +303,11 @@ def check_resource(stack: str, logical_id: str, resource: dict, hint: ConfigFiel
         if in_scope(resource_type):
             result.uncovered.append(f"{resource_type}: no mapping to a botocore operation")
         return result
-    walk = _Walk(stack, logical_id, resource_type, mapping, result, hint)
+    if not isinstance(properties, dict):  # e.g. a whole Fn::If: resolved at deploy time
+        return result
+    metadata = resource.get("Metadata")
+    construct_path = metadata.get("aws:cdk:path") if isinstance(metadata, dict) else None
+    walk = _Walk(stack, logical_id, resource_type, mapping, result, hint, construct_path)
     own = _operation(mapping.service, mapping.operation)
     for key, value in properties.items():
         target = mapping.top.get(key)
