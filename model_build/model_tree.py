@@ -8,7 +8,10 @@ Both commands judge a model folder by these same rules, so a repository that `ch
 - no symbolic links (a link breaks in the archive or points at bytes outside the repository), no
   devices, FIFOs or sockets; every file and folder readable; at most MAX_DEPTH folders deep;
 - every `*.onnx` file is a model onnx.checker accepts, and every external data file it names lies
-  inside its folder (model_build.onnx_external).
+  inside its folder (model_build.onnx_external);
+- no hard link to a file outside the model folder: a file with more links (st_nlink) than the folder holds
+  shares its bytes with a path outside what is checked and packed, which can change them between `check` and
+  the archive (or expose a file the user never meant to ship); `cp` it instead.
 
 `__pycache__` folders are skipped: bytecode embeds source mtimes and is never part of a
 reproducible artifact.
@@ -106,7 +109,9 @@ def _scan(folder: Path, model: str, *, check_models: bool) -> tuple[list[Entry],
     entries = [Entry(model, folder, True, 0o755, 0)]
     problems: list[TreeProblem] = []
     onnx_files: list[tuple[str, Path]] = []
-    _walk(folder, model, 1, entries, problems, onnx_files, first="config.pbtxt")
+    links: dict[tuple[int, int], int] = {}
+    _walk(folder, model, 1, entries, problems, onnx_files, first="config.pbtxt", links=links)
+    problems += _hard_link_problems(entries, links)
     if check_models:
         from model_build.onnx_inspect import onnx_file_problem  # deferred: onnx is a heavy import
 
@@ -129,7 +134,10 @@ def _walk(
     problems: list[TreeProblem],
     onnx_files: list[tuple[str, Path]],
     first: str | None = None,
+    links: dict[tuple[int, int], int] | None = None,
 ) -> None:
+    """`links`: (device, inode) -> st_nlink of each regular file with more than one link."""
+    links = {} if links is None else links
     relative_folder = printable(arcname)
     if depth > MAX_DEPTH:
         problems.append(
@@ -191,7 +199,7 @@ def _walk(
             if name in SKIPPED_DIRS:
                 continue
             entries.append(Entry(child_arcname, path, True, 0o755, 0, info.st_dev, info.st_ino))
-            _walk(path, child_arcname, depth + 1, entries, problems, onnx_files)
+            _walk(path, child_arcname, depth + 1, entries, problems, onnx_files, links=links)
         elif stat.S_ISREG(info.st_mode):
             try:
                 os.close(os.open(path, _OPEN_FLAGS))
@@ -200,6 +208,8 @@ def _walk(
                 continue
             mode = 0o755 if info.st_mode & 0o111 else 0o644
             entries.append(Entry(child_arcname, path, False, mode, info.st_size, info.st_dev, info.st_ino))
+            if info.st_nlink > 1:
+                links[(info.st_dev, info.st_ino)] = info.st_nlink
             if name.lower().endswith(".onnx") and relative == child_arcname:
                 # (A path that needed escaping is refused by its name already; onnx cannot open it.)
                 onnx_files.append((relative, path))
@@ -209,6 +219,28 @@ def _walk(
                     relative, "is not a regular file or folder (device, FIFO or socket); remove it", "file-type"
                 )
             )
+
+
+def _hard_link_problems(entries: list[Entry], links: dict[tuple[int, int], int]) -> list[TreeProblem]:
+    """Files whose hard links are not all inside the scanned folder (see the module doc)."""
+    if not links:
+        return []
+    inside: dict[tuple[int, int], int] = {}
+    for entry in entries:
+        key = (entry.device, entry.inode)
+        if key in links:
+            inside[key] = inside.get(key, 0) + 1
+    return [
+        TreeProblem(
+            printable(entry.arcname),
+            f"is a hard link shared with {links[key] - inside[key]} path(s) outside the model folder (it has "
+            f"{links[key]} links, {inside[key]} here); what is checked could change before it is packed: replace it "
+            "with a copy (cp, not ln)",
+            "hard-link",
+        )
+        for entry in entries
+        if (key := (entry.device, entry.inode)) in links and inside[key] < links[key]
+    ]
 
 
 def open_scanned(entry: Entry) -> int:

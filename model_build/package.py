@@ -142,10 +142,12 @@ def check_before_packaging(
     its model folder. `engines_from_onnx`: TensorRT models packaged with the ONNX their engine is built
     from instead of the engine (model_build.stage_repository, for the local endpoint)."""
     from model_build.check import check_repository  # deferred: the check rules import Triton's schema
-    from model_build.check.problems import REPOSITORY
 
-    found = check_repository(repository, packed_environments=packed, engines_from_onnx=engines_from_onnx)
-    problems = [p for p in found if p.model in models or p.model == REPOSITORY]
+    # By folder, not by the model name a problem carries: a config whose `name` differs from its folder (or is
+    # empty) is reported under that name, and must still refuse the folder's package.
+    problems = check_repository(
+        repository, packed_environments=packed, engines_from_onnx=engines_from_onnx, only_folders=models
+    )
     if problems:
         count = len(problems)
         lines = "\n".join(f"  {problem}" for problem in problems)

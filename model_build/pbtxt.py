@@ -8,9 +8,9 @@ whether a fixed axis can be batched) is checked here, with messages that name th
 Batch-axis rule (documented in docs/model-build-config-and-trt.md): with max_batch_size > 0,
 Triton prepends the batch axis to every input and output, so the ONNX leading axis must be the
 batch axis and is dropped from `dims`. It must be dynamic; a fixed leading 1 is accepted only when
-max_batch_size is 1 (batches never exceed 1 then); any other fixed leading size is refused. Scalars
-are refused whatever max_batch_size: batched, they have no batch axis; unbatched, they need an empty
-reshape, which Triton refuses ("scalar tensors are not supported", core ValidateIOShape).
+max_batch_size is 1 and only for TensorRT (ONNX Runtime's backend wants -1); any other fixed leading size is
+refused. A scalar is served by ONNX Runtime as dims [1] without batching (onnxruntime_backend PR #213); batched
+it has no batch axis, and TensorRT configs cannot describe it (refused, proposing onnxruntime_onnx).
 
 Data types of a TensorRT model are the engine's, which depend on the Triton release's TensorRT and
 TensorRT backend (model_build.releases): on TensorRT 8.6 an INT64 input or output is INT32 in the
@@ -46,8 +46,14 @@ PLATFORM_FIELDS: dict[str, dict[str, str]] = {
 MODEL_FILENAMES = {"tensorrt_plan": "model.plan", "onnxruntime_onnx": "model.onnx", "python": "model.py"}
 
 
-def config_dims(spec: TensorSpec, max_batch_size: int, source: Path, role: str) -> tuple[int, ...]:
-    """The tensor's dims as Triton sees them: without the batch axis when batching; a scalar is [1]."""
+def config_dims(
+    spec: TensorSpec, max_batch_size: int, source: Path, role: str, platform: str = "tensorrt_plan"
+) -> tuple[int, ...]:
+    """The tensor's dims as Triton sees them: without the batch axis when batching; a scalar is [1].
+
+    A fixed leading 1 with max_batch_size 1 serves on TensorRT (tensorrt_utils.cc CompareDimsSupported: -1 on
+    either side matches) but not on ONNX Runtime (onnxruntime_utils.cc CompareDimsSupported: "the first dimension
+    must be -1")."""
     if spec.rank == 0:
         # onnxruntime_backend (PR #213, src/onnxruntime.cc ValidateInputs/ValidateOutputs): a scalar model tensor
         # is served as config dims [1] ("should only provide 1 in the model configuration when the model doesn't
@@ -62,7 +68,8 @@ def config_dims(spec: TensorSpec, max_batch_size: int, source: Path, role: str) 
     if max_batch_size == 0:
         return spec.dims
     leading = spec.dims[0]
-    if leading != DYNAMIC and not (leading == 1 and max_batch_size == 1):
+    fixed_one_batches = platform != "onnxruntime_onnx" and leading == 1 and max_batch_size == 1
+    if leading != DYNAMIC and not fixed_one_batches:
         declared = (
             f" (the graph declares {list(spec.declared)}, but ONNX Runtime infers {list(spec.dims)}, and Triton's "
             "ONNX Runtime backend compares outputs with what ONNX Runtime infers)"
@@ -227,12 +234,12 @@ def build_model_config(
     input_dims: dict[str, tuple[int, ...]] = {}
     input_types: dict[str, str] = {}
     for spec in signature.inputs:
-        dims = config_dims(spec, settings.max_batch_size, source, "input")
+        dims = config_dims(spec, settings.max_batch_size, source, "input", settings.platform)
         input_dims[spec.name] = dims
         input_types[spec.name] = served_type(spec, settings, triton_release, source, "input")
         config.input.append(_tensor(mc.ModelInput, spec, dims, input_types[spec.name]))
     for spec in signature.outputs:
-        dims = config_dims(spec, settings.max_batch_size, source, "output")
+        dims = config_dims(spec, settings.max_batch_size, source, "output", settings.platform)
         config.output.append(
             _tensor(mc.ModelOutput, spec, dims, served_type(spec, settings, triton_release, source, "output"))
         )

@@ -75,6 +75,7 @@ def preflight_problems(
                 "(TensorRT hardware compatibility, ../shared/README.md): remove the setting",
             )
         )
+    problems += _calibration_problems(settings)
     environment = settings.environment
     if environment is not None and environment.requirements is not None:
         try:  # the build packs from it: every line must be locked (model_build.requirements_lock)
@@ -109,6 +110,37 @@ def preflight_problems(
     for problem in target_rules:
         problems.append(("source.path", f"the generated config.pbtxt fails check: {problem.message}"))
     return problems
+
+
+# Whether the CDK app ships a local `tensorrt.calibration_cache` with the GPU build (as CALIBRATION_URI, which
+# `model_build build` fetches: model_build.calibration). It does not yet (triton_cdk/artifact_build sets no such
+# variable), so an INT8 model with a local cache is refused here rather than built uncalibrated.
+LOCAL_CALIBRATION_SHIPPED = False
+
+
+def _calibration_problems(settings: ModelSettings) -> list[tuple[str, str]]:
+    """An INT8 build reads its calibration cache (trtexec --calib=<file>): it must be able to reach the build."""
+    trt = settings.tensorrt
+    if settings.platform != "tensorrt_plan" or trt.precision != "int8" or trt.calibration_cache is None:
+        return []
+    if trt.calibration_cache.startswith("s3://"):
+        return [
+            (
+                "tensorrt.calibration_cache",
+                f"{trt.calibration_cache}: the GPU build fetches an s3:// calibration cache with the build project's "
+                "role, which is granted only the model sources and the artifact bucket; until the stage grants it "
+                "that object, the build would fail: use precision fp16 (or best)",
+            )
+        ]
+    if LOCAL_CALIBRATION_SHIPPED:
+        return []
+    return [
+        (
+            "tensorrt.calibration_cache",
+            f"{trt.calibration_cache}: the GPU build does not receive a local calibration cache yet (only the ONNX "
+            "source is shipped to it), so the INT8 engine could not be calibrated: use precision fp16 (or best)",
+        )
+    ]
 
 
 # A prebuilt environment is read whole to judge it (gzip to the end): once per file and process, however many

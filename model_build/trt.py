@@ -271,6 +271,21 @@ def check_expectations(
         )
 
 
+def _check_calibration_file(settings: ModelSettings, calibration_cache: Path | None) -> None:
+    """An INT8 build reads its calibration cache from this host (trtexec `--calib=<file>`, "Read INT8 calibration
+    cache file", TensorRT samples/common/sampleOptions.cpp): it must be here, a non-empty regular file."""
+    if settings.tensorrt.precision != "int8":
+        return
+    cache = Path(calibration_cache or settings.tensorrt.calibration_cache or "")
+    where = "--calibration-cache" if calibration_cache else "tensorrt.calibration_cache"
+    if not cache.is_file() or cache.stat().st_size == 0:
+        state = "is empty" if cache.is_file() else "is not a file on this build host"
+        raise ModelBuildError(
+            f"{where} {cache}: {state}; an INT8 engine needs its calibration cache (in the CodeBuild build, "
+            "`python -m model_build calibration` fetches it first); pass --calibration-cache FILE"
+        )
+
+
 @dataclass(frozen=True)
 class BuildResult:
     engine: Path
@@ -298,6 +313,7 @@ def build_engine(
         signature, settings, engine_path=engine, timing_cache=timing_cache, calibration_cache=calibration_cache
     )
 
+    _check_calibration_file(settings, calibration_cache)
     gpu = detect_gpus(nvidia_smi)[0]
     tensorrt = detect_tensorrt(trtexec)
     check_expectations(

@@ -34,6 +34,7 @@ def check_repository(
     triton_release: str | None = None,
     packed_environments: Mapping[str, Path] | None = None,
     engines_from_onnx: Collection[str] = (),
+    only_folders: Collection[str] | None = None,
 ) -> list[Problem]:
     """Every problem in the model repository `repo`, ordered by model.
 
@@ -43,7 +44,9 @@ def check_repository(
     the rules that differ between releases (TensorRT data types, minimum GPU compute capability);
     `packed_environments` (model -> archive) the environments `package` packed to ship as
     `<model>/python_env.tar.gz`, judged as if they lay there; `engines_from_onnx` the TensorRT models whose
-    version folders hold the ONNX their engine is still to be built from (layout.check_model_folder).
+    version folders hold the ONNX their engine is still to be built from (layout.check_model_folder);
+    `only_folders` keeps the problems of those model folders (whatever model name their config gives, which
+    is what a problem names) and of the repository itself: what `package` must refuse for them.
     """
     repo = Path(repo)
     if not repo.is_dir():
@@ -67,6 +70,13 @@ def check_repository(
         )
         for folder in folders
     }
+    if only_folders is not None:
+        problems += [p for name in only_folders if name in models for p in models[name].problems]
+        names = set(only_folders) | {
+            models[name].config.name for name in only_folders if name in models and models[name].config is not None
+        }
+        problems += [p for p in ensemble_problems(models) if p.model in names]
+        return sorted(problems, key=lambda problem: (problem.model != REPOSITORY, problem.model))
     for model in models.values():
         problems += model.problems
     problems += ensemble_problems(models)

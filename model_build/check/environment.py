@@ -100,7 +100,13 @@ def _requirements_messages(folder: Path) -> list[str]:
 def _messages(folder: Path, value: str) -> list[str]:
     if MODEL_DIRECTORY_VARIABLE not in value:
         if value.startswith("/"):
-            return []  # a path in the serving image (a custom container): not ours to see
+            # Only the model folder is packaged: an absolute path names a file of whatever host serves the model
+            # (the local endpoint ran an activate script from outside the archive; SageMaker's image has none there).
+            return [
+                f"{value!r} is an absolute path, outside the packaged model folder: the python backend would run "
+                f"whatever environment that host has there; write {MODEL_DIRECTORY_VARIABLE}/<path in the model "
+                "folder>"
+            ]
         return [
             f"{value!r} is relative without {MODEL_DIRECTORY_VARIABLE}: the python backend resolves it against "
             f"tritonserver's working directory; write {MODEL_DIRECTORY_VARIABLE}/<path in the model folder>"

@@ -15,6 +15,7 @@ there or points outside what is uploaded.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from model_build.check.checked import CheckedModel, versions_to_load
@@ -94,6 +95,19 @@ def model_folders(repo: Path) -> list[Path]:
     return [path for path in _listing(repo) if path.is_dir() and not path.is_symlink()]
 
 
+# Triton's version folder parse: core src/model_repository_manager/model_lifecycle.cc VersionsToLoad skips these
+# folders, skips names with a leading '0', and reads every other name with std::stoll, catching only
+# std::invalid_argument: stoll reads leading blanks, a sign and the leading digits of any name ("12abc" is version
+# 12, "+3" is 3) and throws std::out_of_range, uncaught, past INT64_MAX.
+_SKIPPED_BY_TRITON = (
+    "warmup",
+    "initial_state",
+    "configs",
+)  # kWarmupDataFolder, kInitialStateFolder, kModelConfigFolder
+_INT64_MAX = (1 << 63) - 1
+_STOLL_PREFIX = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+")
+
+
 def _version_folders(folder: Path, model: str, environment: str | None) -> tuple[dict[int, Path], list[Problem]]:
     """Numeric version folders; other folders are reported, except an unpacked Python environment."""
     versions: dict[int, Path] = {}
@@ -101,27 +115,45 @@ def _version_folders(folder: Path, model: str, environment: str | None) -> tuple
     for path in sorted(folder.iterdir()):
         if not path.is_dir() or path.is_symlink() or path.name == environment:
             continue
-        if not path.name.isdigit():
+        name = path.name
+        field = f"{printable(name)}/"
+        if re.fullmatch(r"[0-9]+", name, flags=re.ASCII) is None:
+            if name in _SKIPPED_BY_TRITON:
+                continue
+            prefix = _STOLL_PREFIX.match(name)
+            if prefix is not None and not name.startswith("0"):
+                message = (
+                    f"folder '{printable(name)}' is read by Triton as version {int(prefix.group())} (std::stoll reads "
+                    f"its leading digits); name version folders 1, 2, ... and nothing else"
+                )
+            else:
+                message = (
+                    f"folder '{printable(name)}' is not a numeric version folder: Triton ignores it "
+                    '("fails to convert to integral number"); name version folders 1, 2, ... and keep other files '
+                    "beside config.pbtxt"
+                )
+            found.append(Problem(model, field, message, "version-folder"))
+        elif len(name) > 1 and name.startswith("0"):
             found.append(
                 Problem(
                     model,
-                    f"{path.name}/",
-                    f"folder '{path.name}' is not a numeric version folder: Triton ignores it (\"fails to convert "
-                    'to integral number"); name version folders 1, 2, ... and keep other files beside config.pbtxt',
+                    field,
+                    f"version folder '{name}' has leading zeros: Triton ignores it; rename it {int(name)}",
                     "version-folder",
                 )
             )
-        elif len(path.name) > 1 and path.name.startswith("0"):
+        elif int(name) > _INT64_MAX:
             found.append(
                 Problem(
                     model,
-                    f"{path.name}/",
-                    f"version folder '{path.name}' has leading zeros: Triton ignores it; rename it {int(path.name)}",
+                    field,
+                    f"version folder '{name}' is over {_INT64_MAX}: Triton's std::stoll throws out_of_range on it and "
+                    "the model never loads; name version folders 1, 2, ...",
                     "version-folder",
                 )
             )
         else:
-            versions[int(path.name)] = path
+            versions[int(name)] = path
     return versions, found
 
 
@@ -261,6 +293,21 @@ def check_model_folder(
     config, problems = parse_config(text, model=folder.name, source=f"{folder.name}/{CONFIG_FILE}")
     if config is None:
         model.problems += problems + files
+        return model
+    if config.ByteSize() == 0:
+        # Triton would auto-complete every field from the files it finds (backend, tensors, batching): nothing
+        # that was checked here would be what it serves, and a stray empty file would load as a model.
+        model.problems.append(
+            Problem(
+                shown,
+                CONFIG_FILE,
+                "is empty (no field set): Triton would guess the backend, tensors and batching from the model "
+                "files; write the config (`python -m model_build config` generates one for an ONNX model) with at "
+                "least name and platform or backend",
+                "empty-config",
+            )
+        )
+        model.problems += files
         return model
     versions, version_folder_problems = _version_folders(folder, config.name or folder.name, environment_folder(config))
     backend_problems = autocomplete(config, folder_name=folder.name, first_version=_first_subfolder(folder))

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from model_build.check.ensemble_structure import ensemble_scheduling_problems
 from model_build.check.instance_groups import instance_group_problems, normalize_instance_groups, target_problems
 from model_build.check.io_rules import io_problems
+from model_build.check.paths import path_problems
 from model_build.check.problems import Problem
 from model_build.check.scheduling import dynamic_batching_problems, sequence_batching_problems
 from model_build.check.schema import ENSEMBLE_PLATFORM, KNOWN_BACKEND_PLATFORMS, ModelConfig
@@ -71,6 +72,7 @@ def validate_model_config(config: ModelConfig, target: Target | None = None) -> 
             )
         )
     found += _metrics_problems(config)
+    found += path_problems(config)
     normalize_instance_groups(config, target)
     found += instance_group_problems(config, target)
     found += io_problems(config)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from model_build.calibration import fetch_calibration
 from model_build.commands.config import settings_from_args
 from model_build.commands.trt_command import add_build_arguments, default_timing_cache
 from model_build.onnx_inspect import inspect_model
@@ -31,16 +32,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
+    timing_cache = args.timing_cache or default_timing_cache(settings.name)
+    calibration_cache = args.calibration_cache
+    if calibration_cache is None:
+        # INT8 in CodeBuild: CALIBRATION_URI or an s3:// calibration_cache is fetched (model_build.calibration).
+        where = f"{args.config}: model {settings.name!r}" if args.config else f"model {settings.name!r}"
+        calibration_cache = fetch_calibration(settings, timing_cache.with_name(f"{settings.name}.calibration"), where)
     result = build_engine(
         inspect_model(args.onnx),
         settings,
         repository=args.repository,
-        timing_cache=args.timing_cache or default_timing_cache(settings.name),
+        timing_cache=timing_cache,
         trtexec=args.trtexec,
         nvidia_smi=args.nvidia_smi,
         expect_tensorrt=args.expect_tensorrt,
         expect_compute_capability=args.expect_compute_capability,
-        calibration_cache=args.calibration_cache,
+        calibration_cache=calibration_cache,
     )
     info = result.info
     print(

@@ -140,9 +140,11 @@ def test_missing_and_relative_paths(tmp_path: Path) -> None:
     (folder / "config.pbtxt").write_text(CONFIG.format(env="envs/t5.tar.gz"))
     [message] = env_problems(tmp_path / "repo")
     assert "is relative without $$TRITON_MODEL_DIRECTORY" in message
-    # An absolute path names a file of the serving image (a custom container): not ours to see.
+    # Issue #22 B7: an absolute path is outside the packaged model folder (the local endpoint ran an activate
+    # script from outside the archive): refused.
     (folder / "config.pbtxt").write_text(CONFIG.format(env="/opt/envs/t5.tar.gz"))
-    assert env_problems(tmp_path / "repo") == []
+    [message] = env_problems(tmp_path / "repo")
+    assert "'/opt/envs/t5.tar.gz' is an absolute path, outside the packaged model folder" in message
 
 
 def test_package_refuses_what_check_refuses(tmp_path: Path) -> None:

@@ -159,13 +159,18 @@ def test_unbatched_config_keeps_all_dims(tmp_path):
     run_as_configured(path, config, batch=1)
 
 
-def test_fixed_leading_one_is_accepted_only_for_max_batch_size_one(tmp_path):
+def test_fixed_leading_one_is_accepted_only_for_max_batch_size_one_on_tensorrt(tmp_path):
+    """tensorrt_utils.cc CompareDimsSupported: -1 on either side matches, so a [1, 8] engine serves batches of 1;
+    onnxruntime_utils.cc CompareDimsSupported: "the first dimension must be -1" whatever max_batch_size (found by
+    tests/model_build/test_repository_properties.py: `config` wrote what `check` refused)."""
     path = fixed_model(tmp_path / "one.onnx", leading=1)
-    config = generate(path, settings("one", platform="onnxruntime_onnx", max_batch_size=1))
+    config = generate(path, settings("one", max_batch_size=1))
     assert tensors(config.input) == {"x": ("TYPE_FP32", [8])}
     run_as_configured(path, config, batch=1)
     with pytest.raises(InvalidModelError, match=r"input 'x' has a fixed leading dim 1 .* max_batch_size 4"):
         generate(path, settings("one", max_batch_size=4))
+    with pytest.raises(InvalidModelError, match=r"input 'x' has a fixed leading dim 1 .* max_batch_size 1"):
+        generate(path, settings("one", platform="onnxruntime_onnx", max_batch_size=1))
 
 
 def test_fixed_batch_dim_with_batching_is_refused(tmp_path):
@@ -525,10 +530,13 @@ def test_configs_generated_for_export_like_models_pass_check(platform, release, 
     on the written repository as the build runs it, on a GPU target of the release."""
     bert = export_like_models.bert_like(tmp_path / "bert.onnx")
     shapes = [{"input": name, "min": [1], "opt": [64], "max": [128]} for name in export_like_models.BERT_INPUTS]
+    no_batching = {"max_batch_size": 0, "dynamic_batching": {"enabled": False}}
+    yolo_batching = {"max_batch_size": 1} if platform == "tensorrt_plan" else no_batching
     cases = [
         (bert, settings("bert", platform=platform, max_batch_size=8, tensorrt={"shapes": shapes})),
         (export_like_models.tf_style(tmp_path / "tf.onnx"), settings("tf", platform=platform, max_batch_size=4)),
-        (fixed_model(tmp_path / "yolo.onnx", 1), settings("yolo", platform=platform, max_batch_size=1)),
+        # A fixed leading 1 batches on TensorRT only (onnxruntime_utils.cc: "the first dimension must be -1").
+        (fixed_model(tmp_path / "yolo.onnx", 1), settings("yolo", platform=platform, **yolo_batching)),
         (
             fixed_model(tmp_path / "fixed.onnx", 4),
             settings("fixed", platform=platform, max_batch_size=0, dynamic_batching={"enabled": False}),
