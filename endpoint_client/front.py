@@ -11,6 +11,18 @@ Routes, as Triton's SageMaker service serves them (triton-inference-server/serve
 - Multi-model only: `GET /models`, `GET /models/<name>`, `POST /models` {"model_name", "url"},
   `POST /models/<name>/invoke`, `DELETE /models/<name>` (model_registry.py).
 
+Web pages (issue 22 C3): the front has no authentication, so what a browser can send it must refuse.
+- `Host` must name a loopback address or `localhost`, with the front's port (a request without one, or
+  with several, is refused): a page on a name its owner re-points to 127.0.0.1 (DNS rebinding) reaches
+  the front as the same origin and could read replies, but its requests carry its own name in `Host`
+  (RFC 9110 7.2). Checked on every route, before the body is read (400, connection closed).
+- `POST /models` must be `Content-Type: application/json`: a page may post cross-site without asking
+  first (no CORS preflight) only with the CORS-safelisted types `text/plain`,
+  `application/x-www-form-urlencoded` and `multipart/form-data` (WHATWG Fetch standard, "CORS-safelisted
+  request-header"), so those are refused (415) before the body is parsed; `DELETE` is never sent
+  cross-site without a preflight, which the front does not answer (no OPTIONS route). Invocations already
+  take only JSON or the binary+json type (request_check.py), neither safelisted.
+
 Connections: at most MAX_CONNECTIONS at once, a thread each; beyond them a few more are answered 503 (after
 their body is drained, so the client reads it rather than a reset) and the rest wait in the listen backlog;
 a connection with no request under way is closed after IDLE_CONNECTION_TIMEOUT_SECONDS (FrontServer).
@@ -189,6 +201,7 @@ class SageMakerAPI:
                 raise RequestRefused(404, f"model {name!r} is not loaded")
             return Reply.json({"modelName": model.name, "modelUrl": model.url})
         if method == "POST" and name is None:
+            _require_json(headers.get("content-type"))
             request = _json_object(body, '{"model_name": "<TargetModel>", "url": "<extracted archive folder>"}')
             unknown = sorted(set(request) - {"model_name", "url"})
             if unknown:
@@ -249,6 +262,55 @@ def _describe(error: BaseException) -> str:
 def _allow(method: str, allowed: str) -> None:
     if method != allowed:
         raise RequestRefused(405, f"{method} is not allowed here; use {allowed}")
+
+
+def _require_json(content_type: str | None) -> None:
+    """Model management takes application/json only: the types a web page may post cross-site without a
+    preflight (text/plain, forms) are refused (module docstring, issue 22 C3)."""
+    media = (content_type or "").partition(";")[0].strip().lower()
+    if media != JSON_MEDIA_TYPE:
+        shown = repr(content_type[:100]) if content_type else "none"
+        raise RequestRefused(
+            415,
+            f"POST /models takes Content-Type {JSON_MEDIA_TYPE}, not {shown}: the types a web page can post "
+            "cross-site (text/plain, forms) are refused",
+        )
+
+
+_LOOPBACK_NAMES = ("localhost",)
+
+
+def host_refusal(values: list[str], port: int) -> str | None:
+    """Why the request's Host header(s) are refused, or None: exactly one, naming a loopback IP literal or
+    `localhost` (any case), with `port` (no port only when `port` is HTTP's default, 80). DNS rebinding:
+    module docstring (issue 22 C3)."""
+    if len(values) != 1:
+        return f"send exactly one Host header (got {len(values)})"
+    value = values[0].strip()
+    host, port_text = value, None
+    if value.startswith("["):  # an IPv6 literal: [::1]:8080
+        host, bracket, rest = value[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            return f"Host {value[:100]!r} is not host[:port]"
+        port_text = rest[1:] if rest else None
+    elif ":" in value:
+        host, _, port_text = value.rpartition(":")
+    if host.lower() not in _LOOPBACK_NAMES:
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            address = None
+        if address is None or not address.is_loopback or (address.version == 6) != value.startswith("["):
+            return (
+                f"Host {value[:100]!r} is not this machine: the local endpoint answers only requests for "
+                f"localhost or a loopback address (e.g. 127.0.0.1:{port}), so a web page on another name that "
+                "points at 127.0.0.1 (DNS rebinding) cannot use it"
+            )
+    if port_text is None:
+        return None if port == 80 else f"Host {value[:100]!r} lacks the port: send {host}:{port}"
+    if not _DIGITS.fullmatch(port_text) or int(port_text) != port:
+        return f"Host {value[:100]!r} names another port than this endpoint's, {port}"
+    return None
 
 
 def _json_object(body: bytes, shape: str) -> dict:
@@ -356,6 +418,10 @@ class _Handler(BaseHTTPRequestHandler):
     server: FrontServer
     protocol_version = "HTTP/1.1"
     timeout = CLIENT_SOCKET_TIMEOUT_SECONDS
+    # TCP_NODELAY (socketserver.StreamRequestHandler): with Nagle's algorithm on, a reply written after its
+    # headers waited for the client's delayed ACK (~40 ms on Linux) before leaving: issue #24 measured 48 ms
+    # p50 through the front against 2.8 ms straight to Triton. `_send` also writes headers and body at once.
+    disable_nagle_algorithm = True
 
     def __init__(
         self, request: socket.socket, client_address: Any, server: FrontServer, *, overloaded: bool = False
@@ -434,6 +500,11 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             api = self.server.api
             assert api is not None, "serve_forever() before the api was set"
+            refused_host = host_refusal(self.headers.get_all("Host") or [], self.server.server_address[1])
+            if refused_host is not None:
+                self._done_reading()
+                self._send(Reply.error(400, refused_host), close=True)  # the body stays unread
+                return
             path = urllib.parse.urlsplit(self.path).path
             body, refusal = self._read_body(method, api.body_limit(method, path))
             self._done_reading()
@@ -497,9 +568,15 @@ class _Handler(BaseHTTPRequestHandler):
         if close:
             self.send_header("Connection", "close")
             self.close_connection = True
-        self.end_headers()
+        # end_headers() would write the headers alone; one write carries headers and body (one segment for a
+        # small reply), as http.client does for a request with a bytes body.
+        if not hasattr(self, "_headers_buffer"):  # an HTTP/0.9 request gets no headers (BaseHTTPRequestHandler)
+            self._headers_buffer = []
+        if self.request_version != "HTTP/0.9":
+            self._headers_buffer.append(b"\r\n")
         if self.command != "HEAD":
-            self.wfile.write(reply.body)
+            self._headers_buffer.append(reply.body)
+        self.flush_headers()
         self.wfile.flush()
 
     def log_message(self, format: str, *args: object) -> None:
