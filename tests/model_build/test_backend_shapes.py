@@ -177,3 +177,30 @@ def test_operators_marked_unsupported_are_refused_for_their_tensorrt_release(tmp
         with pytest.raises(InvalidModelError, match=r"Det \(ai\.onnx\): marked unsupported .* TensorRT"):
             pbtxt.generate(inspect_model(path), settings("det"), release)
     assert pbtxt.generate(inspect_model(path), settings("det"), "24.09")
+
+
+def test_synth_refuses_tensorrt_for_an_onnx_ml_graph(tmp_path):
+    """B2 at synth: model_build.preflight runs `config`'s generator, which names the operator."""
+    from model_build.preflight import preflight_problems
+
+    onnx_ml_model(tmp_path / "ml.onnx")
+    model = settings("ml", source={"path": "ml.onnx"})
+    problems = preflight_problems(model, instance_type_name="ml.g5.xlarge", triton_release="24.09", base_dir=tmp_path)
+
+    assert [field for field, _ in problems] == ["source.path"]
+    assert "LinearRegressor (ai.onnx.ml)" in problems[0][1] and "onnxruntime_onnx" in problems[0][1]
+
+
+def test_warmup_never_guesses_a_dynamic_extent(tmp_path):
+    """B6: Triton fails a model's load when its warm-up fails (model_configuration.md, "Model Warmup"); a dynamic
+    axis without a tensorrt.shapes opt is refused instead of warmed up with 1, and with one it takes opt."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq"])
+    path = save(helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "w", [x], [y]),
+                                  opset_imports=OPSET), tmp_path / "w.onnx")  # fmt: skip
+
+    with pytest.raises(InvalidModelError, match=r"warmup: true, but input 'x' .* dynamic axes \[1\] .*opt extent"):
+        pbtxt.generate(inspect_model(path), settings("w", warmup=True, **ORT_SETTINGS))
+    shapes = {"shapes": [{"input": "x", "min": [1], "opt": [32], "max": [64]}]}
+    config = pbtxt.parse(pbtxt.generate(inspect_model(path), settings("w", warmup=True, tensorrt=shapes), "24.09"))
+    assert list(config.model_warmup[0].inputs["x"].dims) == [32]
