@@ -19,6 +19,8 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_sagemaker as sagemaker
 from contract_helpers import ShippedTemplate
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from stacks.api_constraint_hints import config_field_hint
 from triton_cdk.api_constraints import (
@@ -475,10 +477,12 @@ def test_values_resolved_at_deploy_time_are_not_checked() -> None:
 
 
 def test_a_value_of_the_wrong_type_is_refused() -> None:
-    properties = {"ProductionVariants": [{**_VARIANT, "InitialInstanceCount": "one"}], "EnableNetworkIsolation": 3}
+    variant = {**_VARIANT, "InitialInstanceCount": "one", "InitialVariantWeight": float("nan")}
+    properties = {"ProductionVariants": [variant], "EnableNetworkIsolation": 3}
     result = check_template(_template("AWS::SageMaker::EndpointConfig", properties))
     assert {(v.property_path, v.constraint) for v in result.violations} == {
         ("ProductionVariants[0].InitialInstanceCount", "a whole number"),
+        ("ProductionVariants[0].InitialVariantWeight", "a number"),
         ("EnableNetworkIsolation", "true or false"),
     }
 
@@ -489,6 +493,29 @@ def test_an_unmapped_property_or_type_is_reported_uncovered_not_passed_silently(
     result = check_template(_template("AWS::SageMaker::Workteam", {"WorkteamName": "w"}))
     assert result.uncovered == ["AWS::SageMaker::Workteam: no mapping to a botocore operation"]
     assert not check_template(_template("AWS::IAM::Role", {"RoleName": "r" * 500})).uncovered  # not in scope
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=80),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=20), children, max_size=4),
+    max_leaves=20,
+)
+_MAPPED_PROPERTIES = sorted(
+    (resource_type, name)
+    for resource_type in MAPPINGS
+    for name in {*MAPPINGS[resource_type].top, "Tags", "Name", "EndpointName", "ProductionVariants", "Dimensions"}
+)
+
+
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(target=st.sampled_from(_MAPPED_PROPERTIES), value=_JSON, extra=st.dictionaries(st.text(max_size=20), _JSON))
+def test_the_gate_never_crashes_on_any_json_value(target: tuple[str, str], value, extra: dict) -> None:
+    """Whatever a template holds (nulls, NaN, wrong types, unknown keys, surrogates), the gate answers with
+    violations or uncovered names, never an exception: it must not turn a synth into a traceback."""
+    resource_type, name = target
+    result = check_resource("S", "R", {"Type": resource_type, "Properties": {**extra, name: value}})
+    for violation in result.violations:
+        assert violation.message
 
 
 def test_config_field_hints() -> None:

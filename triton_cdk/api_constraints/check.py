@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -286,7 +287,7 @@ def _as_float(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        return float(value)
+        return float(value) if math.isfinite(value) else None  # NaN and infinity are no JSON numbers
     if isinstance(value, str) and re.fullmatch(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?", value):
         return float(value)
     return None
