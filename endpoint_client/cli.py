@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from endpoint_client import cost as cost_command
 from endpoint_client import inputs as input_files
 from endpoint_client import presets
 from endpoint_client.client import EndpointClient
@@ -203,6 +204,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     local.add_argument("--startup-timeout", type=float, default=120.0, help="seconds to wait for /ping (default 120)")
     local.set_defaults(run=run_local)
+
+    cost = commands.add_parser("cost", help="what a stage's endpoints and GPU builds cost (docs/performance.md)")
+    cost_command.add_arguments(cost)
+    cost.set_defaults(run=cost_command.run)
+    from endpoint_client.loadtest_cli import add_loadtest_parser  # imports this module: registered once it is loaded
+
+    add_loadtest_parser(commands)
     return parser
 
 

@@ -1,0 +1,277 @@
+"""`python -m endpoint_client cost --config config/<stage>.yaml`: what a stage's endpoints and GPU builds cost.
+
+Prices come from the AWS Price List API when boto3 finds credentials, else from the snapshot shipped in
+endpoint_client/data/ (named in the output); --price-source picks one explicitly. Heavy imports (the stage
+config schema) happen in `run`, so `invoke` does not pay for them. Reference: docs/performance.md, "Cost".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from endpoint_client.errors import InvalidInputError
+
+REGION_HELP = "region to price (default: the config's region; required when the config has none)"
+
+
+def _hours(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of hours") from None
+    if not math.isfinite(value) or not 0 < value <= 744:  # 744 = 31 days x 24 h, the longest month
+        raise argparse.ArgumentTypeError(f"{text!r}: hours per month must be more than 0 and at most 744")
+    return value
+
+
+def _model_memory(text: str) -> tuple[str, float]:
+    name, sep, size = text.partition("=")
+    try:
+        gib = float(size)
+    except ValueError:
+        gib = math.nan
+    if not sep or not name or not math.isfinite(gib) or not 0 < gib <= 4096:
+        raise argparse.ArgumentTypeError(f"{text!r} is not MODEL=GIB (GPU memory the model needs, 0 < GIB <= 4096)")
+    return name, gib
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, required=True, metavar="FILE", help="the stage's config/<stage>.yaml")
+    parser.add_argument("--region", help=REGION_HELP)
+    parser.add_argument(
+        "--hours-per-month",
+        type=_hours,
+        default=730.0,
+        metavar="H",
+        help="hours in a month (default 730, the AWS Pricing Calculator's month)",
+    )
+    parser.add_argument(
+        "--price-source",
+        choices=("auto", "price-list", "snapshot"),
+        default="auto",
+        help="auto (default): the AWS Price List API when credentials exist, else the shipped snapshot",
+    )
+    parser.add_argument(
+        "--price-snapshot", type=Path, metavar="FILE", help="a price snapshot file (default: the shipped one)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON (schema_version 1)")
+    parser.add_argument(
+        "--compare-multi-model",
+        action="store_true",
+        help="also price the stage's models on one multi-model endpoint of the smallest catalogue type",
+    )
+    parser.add_argument(
+        "--model-memory",
+        action="append",
+        default=[],
+        type=_model_memory,
+        metavar="MODEL=GIB",
+        help="--compare-multi-model: memory a model needs, to check the type holds them all (repeatable)",
+    )
+    parser.add_argument(
+        "--loadtest", type=Path, metavar="FILE", help="a load-test JSON: cost per million inferences at its rate"
+    )
+    parser.add_argument(
+        "--loadtest-endpoint",
+        metavar="NAME",
+        help="--loadtest: the stage endpoint it measured (default: the file's target.endpoint)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from endpoint_client import cost_report
+    from endpoint_client.prices import PriceListPrices, SnapshotPrices, credentials_available
+
+    config = _load_config(args.config)
+    region = _region(args, config)
+    loadtest = None
+    if args.loadtest:
+        from endpoint_client.cost_loadtest import read_loadtest
+
+        loadtest = read_loadtest(args.loadtest)  # refused before any price is looked up
+    if args.price_snapshot and args.price_source == "price-list":
+        raise InvalidInputError("--price-snapshot goes with --price-source snapshot or auto")
+    use_api = args.price_source == "price-list" or (
+        args.price_source == "auto" and not args.price_snapshot and credentials_available()
+    )
+    prices = PriceListPrices.from_boto3() if use_api else SnapshotPrices(args.price_snapshot)
+    report = cost_report.stage_report(config, region=region, prices=prices, hours_per_month=args.hours_per_month)
+    if args.compare_multi_model:
+        report["multi_model_comparison"] = cost_report.multi_model_comparison(
+            config,
+            report,
+            region=region,
+            prices=prices,
+            hours_per_month=args.hours_per_month,
+            model_memory_gib=_memory(args.model_memory, config),
+        )
+    if loadtest is not None:
+        report["loadtest"] = _loadtest_section(args, loadtest, report)
+    print(json.dumps(report, indent=2) if args.json else format_text(report))
+    return 0
+
+
+def _load_config(path: Path) -> Any:
+    from triton_cdk.config import ConfigError, load_config
+
+    if not path.is_file():
+        raise InvalidInputError(f"--config {path}: no such file (use config/<stage>.yaml)")
+    try:
+        return load_config(path)
+    except ConfigError as error:
+        raise InvalidInputError(str(error)) from None
+
+
+def _region(args: argparse.Namespace, config: Any) -> str:
+    import re
+
+    from endpoint_client.prices import REGION_PATTERN
+
+    if args.region is not None and not re.fullmatch(REGION_PATTERN, args.region):
+        raise InvalidInputError(f"--region {args.region[:40]!r} is not an AWS region code (e.g. us-east-1)")
+    if config.region and args.region and args.region != config.region:
+        raise InvalidInputError(
+            f"{args.config}: region: the stage deploys to {config.region}, not --region {args.region}; "
+            "leave out --region"
+        )
+    region = config.region or args.region
+    if not region:
+        raise InvalidInputError(
+            f"{args.config}: region: not set (an environment-agnostic stage); give --region to price it"
+        )
+    return region
+
+
+def _memory(pairs: list[tuple[str, float]], config: Any) -> dict[str, float]:
+    known = {m.name for m in config.models}
+    sizes: dict[str, float] = {}
+    for name, gib in pairs:
+        if name not in known:
+            raise InvalidInputError(f"--model-memory {name}=...: no model {name!r} in the config")
+        if name in sizes:
+            raise InvalidInputError(f"--model-memory {name}: given twice")
+        sizes[name] = gib
+    return sizes
+
+
+def _loadtest_section(args: argparse.Namespace, loadtest: Any, report: dict[str, Any]) -> dict[str, Any]:
+    from endpoint_client.cost_loadtest import cost_per_million, sustainable_rate
+
+    wanted = args.loadtest_endpoint or loadtest.target.endpoint
+    rows = {e["name"]: e for e in report["endpoints"]} | {e["deployed_name"]: e for e in report["endpoints"]}
+    if wanted is None:
+        if len(report["endpoints"]) != 1:
+            raise InvalidInputError(
+                f"{args.loadtest}: target.endpoint: not set; give --loadtest-endpoint NAME (one of "
+                f"{', '.join(e['name'] for e in report['endpoints'])})"
+            )
+        endpoint = report["endpoints"][0]
+    elif wanted in rows:
+        endpoint = rows[wanted]
+    else:
+        raise InvalidInputError(
+            f"{args.loadtest}: endpoint {wanted[:80]!r} is not an endpoint of stage {report['stage']} "
+            f"({', '.join(e['name'] for e in report['endpoints'])}); give --loadtest-endpoint NAME"
+        )
+    instances = loadtest.target.instances
+    if instances is None:
+        raise InvalidInputError(
+            f"{args.loadtest}: target.instances: not set; the rate must come with the number of instances that "
+            "served it (1 for the local endpoint)"
+        )
+    rate = sustainable_rate(loadtest)
+    per_million = cost_per_million(endpoint["hourly_usd"], instances, rate)
+    note = None
+    if rate is None:
+        note = "no level without errors and with a throughput above 0: no sustainable rate"
+    elif endpoint["hourly_usd"] is None:
+        note = f"unknown price of {endpoint['instance_type']}"
+    return {
+        "file": str(args.loadtest),
+        "endpoint": endpoint["name"],
+        "instance_type": endpoint["instance_type"],
+        "instances": instances,
+        "sustainable_inferences_per_second": rate,
+        "usd_per_million_inferences": None if per_million is None else round(per_million, 4),
+        "note": note,
+    }
+
+
+def _usd(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:,.2f}"
+
+
+def format_text(report: dict[str, Any]) -> str:
+    lines = [
+        f"Stage {report['stage']} in {report['region']}, on-demand, {report['hours_per_month']:g} hours per month",
+        f"Prices: {report['price_source']}",
+        "",
+    ]
+    for e in report["endpoints"]:
+        hourly = "unknown price" if e["hourly_usd"] is None else f"${e['hourly_usd']:g}/h"
+        lines.append(
+            f"{e['deployed_name']} ({e['mode']}): {e['instance_type']} at {hourly}, {e['instances_min']}-"
+            f"{e['instances_max']} instances: {_usd(e['monthly_usd_min'])} - {_usd(e['monthly_usd_max'])} a month"
+        )
+        for v in e["variants"][1:]:
+            lines.append(f"  variant {v['name']}: {v['instance_type']}, {v['instances_min']}-{v['instances_max']}")
+        if e["scheduled"]:
+            s = e["scheduled"]
+            lines.append(
+                f"  with its scheduled actions over a week: {s['average_instances_min']:g}-"
+                f"{s['average_instances_max']:g} instances on average: {_usd(s['monthly_usd_min'])} - "
+                f"{_usd(s['monthly_usd_max'])} a month"
+            )
+        if e["scheduled_note"]:
+            lines.append(f"  scheduled actions not averaged: {e['scheduled_note']}")
+        for c in e["components"]:
+            most = f", at most {c['max_copies']}" if c["max_copies"] else ""
+            lines.append(f"  component {c['name']} ({c['model']}): {c['copies']} copies{most}, on these instances")
+    lines.append(f"Total: {_usd(report['total_monthly_usd_min'])} - {_usd(report['total_monthly_usd_max'])} a month")
+    builds = report["gpu_builds"]
+    lines.append("")
+    if builds["note"]:
+        lines.append(f"GPU builds: none ({builds['note']})")
+    elif not builds["builds"]:
+        lines.append("GPU builds: none (no TensorRT model)")
+    else:
+        lines.append(f"GPU builds (upper bound: the build timeout, {builds['timeout_minutes']} minutes):")
+        for b in builds["builds"]:
+            lines.append(
+                f"  {b['model']} for {b['gpu_target']} on {b['compute_type']}: at most {_usd(b['max_usd_per_build'])}"
+                " per build"
+            )
+    comparison = report.get("multi_model_comparison")
+    if comparison:
+        lines += ["", "One multi-model endpoint instead:"]
+        if comparison["instance_type"] is None:
+            lines.append(f"  {comparison['note']}")
+        else:
+            lines.append(
+                f"  {', '.join(comparison['models'])} on {comparison['instance_type']}, {comparison['instances_min']}-"
+                f"{comparison['instances_max']} instances: {_usd(comparison['monthly_usd_min'])} - "
+                f"{_usd(comparison['monthly_usd_max'])} a month (this layout: "
+                f"{_usd(comparison['layout_monthly_usd_min'])} - {_usd(comparison['layout_monthly_usd_max'])})"
+            )
+        lines += [f"  caveat: {c}" for c in comparison["caveats"]]
+    test = report.get("loadtest")
+    if test:
+        served = f"{test['instances']} x {test['instance_type']}"
+        lines += ["", f"Load test {test['file']} on {test['endpoint']} ({served}):"]
+        if test["note"]:
+            lines.append(f"  {test['note']}")
+        if test["sustainable_inferences_per_second"] is not None:
+            lines.append(
+                f"  sustainable {test['sustainable_inferences_per_second']:g} inferences/s: "
+                f"{_usd(test['usd_per_million_inferences'])} per million inferences"
+            )
+    if report["unknown_prices"]:
+        lines += ["", "Unknown prices (no figure is guessed):"] + [f"  {note}" for note in report["unknown_prices"]]
+    return "\n".join(lines)
+
+
+__all__ = ["add_arguments", "format_text", "run"]
