@@ -20,7 +20,7 @@ from constructs import Construct
 
 from model_build.onnx_external import external_data
 from model_build.settings import ModelSource
-from stacks.artifact_stack import ArtifactStack
+from stacks.artifact_stack import ArtifactImports, ArtifactStack, add_gpu_region_rule
 from triton_cdk.artifact_build.build_project import ModelBuildProject, retention
 from triton_cdk.artifact_build.ensure_artifact import ArtifactResourceProps, EnsureArtifacts, PromotionSource
 from triton_cdk.artifact_build.requests import (
@@ -36,8 +36,6 @@ from triton_cdk.images import TritonImageLookup
 from triton_cdk.notifications import NotificationTopic
 
 MODEL_BUILD_DIR = PROJECT_ROOT / "model_build"
-# The ensure-artifact Lambda handler (README: `lambda/` is not a package, each function a plain folder).
-ENSURE_ARTIFACT_HANDLER_DIR = PROJECT_ROOT / "lambda" / "ensure_artifact"
 
 
 class BuildStack(cdk.Stack):
@@ -52,15 +50,22 @@ class BuildStack(cdk.Stack):
         promotion_source_bucket: str | None = None,
         promotion_source_region: str | None = None,
         promotion_source_account: str | None = None,
+        gpu_build_computes: Sequence[str] = (),
+        gpu_build_regions: Sequence[str] = (),
         **kwargs,
     ) -> None:
         """`promotion_source_*`: the stage named by `config.promote_from` (bucket required then; its
         region and account where its config fixes them, so a cross-region copy decrypts through S3
-        of the source's region)."""
+        of the source's region). `gpu_build_*`: as the artifact stack's (its region rule, repeated here)."""
         super().__init__(scope, construct_id, **kwargs)
-        # Strong (Export/ImportValue) references to the bucket, key and build role: the artifact
-        # stack must not lose them while projects and artifact resources use them.
+        # The bucket, key and build role through the artifact stack's named exports (Fn::ImportValue): the
+        # artifact stack cannot lose them while projects and artifact resources use them, and no config edit
+        # changes which exports exist (stacks/artifact_stack.py).
+        # Any reference to another stack's resource that slips in becomes a plain automatic export, which the
+        # deploy rules refuse (tests/contract/test_deploy_rules.py), not a weak reference nobody checks. Set
+        # before any child is added (it is node context).
         cdk.CrossStackReferences.of(self).consume(cdk.ReferenceStrength.STRONG)
+        shared = artifacts.imports_for(self)
         self.config = config
         self.endpoint_artifacts = list(endpoint_artifacts)
         self.requests = artifact_requests(self.endpoint_artifacts)
@@ -74,24 +79,26 @@ class BuildStack(cdk.Stack):
             else None
         )
 
+        if gpu_build_computes:
+            # Rules run per stack: a deploy of this stack alone stops in a region without GPU builds too.
+            add_gpu_region_rule(self, gpu_build_computes, gpu_build_regions)
         if promotion is None and self.requests:
-            self._add_build_projects(artifacts)
+            self._add_build_projects(shared)
             self._check_concurrency()
         self.ensure = None
         if self.requests:
             self.ensure = EnsureArtifacts(
                 self,
                 "EnsureArtifacts",
-                bucket_name=artifacts.store.bucket.bucket_name,
+                bucket_name=shared.bucket.bucket_name,
                 # Named exports: the handler's policy names them, and so must its cdk-nag acknowledgement.
-                bucket_arn=artifacts.bucket_arn_import,
-                key_arn=artifacts.store.key.key_arn,
+                bucket_arn=shared.bucket_arn,
+                key_arn=shared.key_arn,
                 projects=[p.project for p in self.projects.values()],
                 promotion=promotion,
                 build_wait=cdk.Duration.minutes(config.build.wait_minutes) if promotion is None else None,
                 log_retention=retention(config.build.log_retention_days),
-                log_encryption_key=artifacts.store.key,
-                handler_dir=ENSURE_ARTIFACT_HANDLER_DIR,
+                log_encryption_key=shared.key,
             )
             for request in self.requests:
                 self._add_artifact(request)
@@ -109,14 +116,15 @@ class BuildStack(cdk.Stack):
     # -----------------------------------------------------------------------------------------
     # BUILD mode
 
-    def _add_build_projects(self, artifacts: ArtifactStack) -> None:
+    def _add_build_projects(self, shared: ArtifactImports) -> None:
         self.topic = NotificationTopic(self, "Notifications", emails=self.config.notifications.emails).topic
         images = TritonImageLookup(self, "TritonImage", release=self.config.triton_release)
         source = s3_assets.Asset(
             self, "ModelBuildSource", path=str(MODEL_BUILD_DIR), exclude=["__pycache__", "*.pyc", ".*"]
         )
-        # Used as is: the artifact stack's bucket policy names this role; its extra rights live here.
-        role = artifacts.build_role.without_policy_updates()
+        # Used as is (imported immutable): the artifact stack's bucket policy names this role; its extra rights
+        # live here.
+        role = shared.build_role
         self._model_sources = {}
         for request in self.requests:
             self._model_sources[request.key] = self._model_source(request)
@@ -133,7 +141,7 @@ class BuildStack(cdk.Stack):
                 role=role,
                 source=source,
                 model_sources=readable,
-                encryption_key=artifacts.store.key,
+                encryption_key=shared.key,
                 topic=self.topic,
                 timeout=cdk.Duration.minutes(build.timeout_minutes),
                 queued_timeout=cdk.Duration.minutes(build.queue_timeout_minutes),

@@ -14,7 +14,7 @@ from constructs import Construct
 from model_build import drivers
 from model_build.catalogue import InstanceType, instance_type
 from stacks.artifact_plan import PlannedEndpoint
-from stacks.artifact_stack import ArtifactStack
+from stacks.artifact_stack import ArtifactImports, ArtifactStack
 from stacks.container_environment import container_environment
 from triton_cdk.artifact_keys import ModelArtifact
 from triton_cdk.config import AppConfig
@@ -25,7 +25,6 @@ from triton_cdk.config.endpoint import (
     component_name,
     component_requirements,
 )
-from triton_cdk.config.loader import PROJECT_ROOT
 from triton_cdk.images import TritonImageLookup
 from triton_cdk.nag import acknowledge
 from triton_cdk.notifications import NotificationTopic
@@ -54,18 +53,16 @@ from triton_cdk.serving.monitoring import AlarmThresholds, VariantHardware
 from triton_cdk.serving.triton_model import ModelVpc
 
 DATA_CAPTURE_PREFIX = "data-capture/"
-# The instance-type guard's Lambda handler (README: `lambda/` is not a package, each function a plain folder).
-INSTANCE_TYPE_GUARD_HANDLER_DIR = PROJECT_ROOT / "lambda" / "instance_type_guard"
 
 
-def model_data_of(artifact: ModelArtifact, artifacts: ArtifactStack) -> TritonModelData:
+def model_data_of(artifact: ModelArtifact, artifacts: ArtifactImports) -> TritonModelData:
     """One model's single-model archive (the key single-model endpoints serve)."""
-    return TritonModelData.from_archive(artifacts.store.bucket, artifact.key)
+    return TritonModelData.from_archive(artifacts.bucket, artifact.key)
 
 
-def model_data(located: PlannedEndpoint, artifacts: ArtifactStack) -> TritonModelData:
+def model_data(located: PlannedEndpoint, artifacts: ArtifactImports) -> TritonModelData:
     """The endpoint's S3 location, from its content-addressed artifact keys."""
-    bucket = artifacts.store.bucket
+    bucket = artifacts.bucket
     settings = located.endpoint
     if settings.mode == "multi_model":
         return TritonModelData.from_multi_model_prefix(bucket, located.multi_model_prefix)
@@ -179,9 +176,14 @@ class EndpointStack(cdk.Stack):
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        # Strong (Export/ImportValue) references to the bucket, key and role: the stateful
-        # artifact stack must not be deletable while an endpoint still serves from it.
+        # The bucket, key and role through the artifact stack's named exports (Fn::ImportValue): the stateful
+        # artifact stack cannot lose them while an endpoint still serves from it, and no config edit changes
+        # which exports exist (stacks/artifact_stack.py; issue #22 A1).
+        # Any reference to another stack's resource that slips in becomes a plain automatic export, which the
+        # deploy rules refuse (tests/contract/test_deploy_rules.py), not a weak reference nobody checks. Set
+        # before any child is added (it is node context).
         cdk.CrossStackReferences.of(self).consume(cdk.ReferenceStrength.STRONG)
+        shared = artifacts.imports_for(self)
         self.config = config
         self.endpoint_artifacts = endpoint_artifacts
         settings = endpoint_artifacts.endpoint
@@ -189,21 +191,21 @@ class EndpointStack(cdk.Stack):
         variants = production_variants(settings, config.triton_release)
         instances = {v.name: instance_type(v.instance_type) for v in variants}
         primary = instances[settings.variant_name]
-        role = artifacts.execution_role
+        role = shared.execution_role
 
         image = TritonImageLookup(self, "TritonImage", release=config.triton_release)
         # Statements the execution role needs only for this endpoint live here, attached to the
         # imported role, so the stateful artifact stack never changes for them.
-        role_additions = self._role_additions(settings, endpoint_name, artifacts)
+        role_additions = self._role_additions(settings, endpoint_name, shared)
         if settings.mode == "inference_components":
-            self._serve_components(config, artifacts, endpoint_artifacts, image, role_additions, endpoint_name)
+            self._serve_components(config, shared, endpoint_artifacts, image, role_additions, endpoint_name)
             return
         data_capture = None
         if settings.data_capture.enabled:
             data_capture = DataCapture(
-                bucket=artifacts.store.bucket,
+                bucket=shared.bucket,
                 prefix=f"{DATA_CAPTURE_PREFIX}{endpoint_name}/",
-                key=artifacts.store.key,
+                key=shared.key,
                 sampling_percent=settings.data_capture.sampling_percent,
                 capture_request=settings.data_capture.capture_request,
                 capture_response=settings.data_capture.capture_response,
@@ -213,7 +215,7 @@ class EndpointStack(cdk.Stack):
             self,
             "Model",
             image_uri=image.image_uri(gpu=primary.has_gpu),
-            model_data=model_data(endpoint_artifacts, artifacts),
+            model_data=model_data(endpoint_artifacts, shared),
             execution_role=role,
             default_model_name=settings.models[0] if settings.mode == "single_model" else None,
             environment=container_environment(settings.container),
@@ -257,7 +259,7 @@ class EndpointStack(cdk.Stack):
             # SageMaker reads the rollback alarms with the execution role; the endpoint must not be
             # created or updated before the role may.
             if role_additions is None:
-                role_additions = iam.Policy(self, "ExecutionRoleAdditions", roles=[artifacts.execution_role])
+                role_additions = iam.Policy(self, "ExecutionRoleAdditions", roles=[shared.execution_role])
                 self.model.node.add_dependency(role_additions)
             role_additions.add_statements(rollback_reads)
             self.endpoint.node.add_dependency(role_additions)
@@ -277,7 +279,6 @@ class EndpointStack(cdk.Stack):
             endpoint_name=endpoint_name,
             variants={v.name: v.instance_type for v in variants},
             autoscaled=[v.name for v in variants] if settings.autoscaling else [],
-            handler_dir=INSTANCE_TYPE_GUARD_HANDLER_DIR,
             log_key=self.notifications.key,
         )
         self.endpoint.resource.node.add_dependency(self.instance_type_guard.resource)
@@ -288,7 +289,7 @@ class EndpointStack(cdk.Stack):
     def _serve_components(
         self,
         config: AppConfig,
-        artifacts: ArtifactStack,
+        artifacts: ArtifactImports,
         located: PlannedEndpoint,
         image: TritonImageLookup,
         role_additions: iam.Policy | None,
@@ -400,7 +401,6 @@ class EndpointStack(cdk.Stack):
             endpoint_name=endpoint_name,
             variants={settings.variant_name: settings.instance_type},
             autoscaled=[],
-            handler_dir=INSTANCE_TYPE_GUARD_HANDLER_DIR,
             log_key=self.notifications.key,
         )
         self.endpoint.resource.node.add_dependency(self.instance_type_guard.resource)
@@ -411,7 +411,7 @@ class EndpointStack(cdk.Stack):
         cdk.CfnOutput(self, "AlarmTopicArn", value=self.topic.topic_arn)
 
     def _role_additions(
-        self, settings: EndpointSettings, endpoint_name: str, artifacts: ArtifactStack
+        self, settings: EndpointSettings, endpoint_name: str, artifacts: ArtifactImports
     ) -> iam.Policy | None:
         statements = []
         applies_to = []
@@ -423,7 +423,7 @@ class EndpointStack(cdk.Stack):
                 iam.PolicyStatement(
                     sid="EncryptDataCapture",
                     actions=["kms:GenerateDataKey", "kms:Encrypt"],
-                    resources=[artifacts.store.key.key_arn],
+                    resources=[artifacts.key_arn],
                 ),
             ]
             applies_to.append(f"Resource::{export_name}{prefix}")
@@ -461,10 +461,10 @@ class EndpointStack(cdk.Stack):
         return policy
 
 
-def _artifact_bucket_arn(artifacts: ArtifactStack) -> tuple[str, str]:
+def _artifact_bucket_arn(artifacts: ArtifactImports) -> tuple[str, str]:
     """(export name, imported value) of the artifact bucket's ARN, exported by the artifact stack itself.
 
-    cdk-nag names a wildcard finding by the resource's text, and CDK's automatic cross-stack
-    export names are only derived at synth; a fixed name keeps the acknowledgement exact.
+    cdk-nag names a wildcard finding by the resource's text; the export's fixed name keeps the acknowledgement
+    exact.
     """
-    return artifacts.bucket_arn_export.export_name, artifacts.bucket_arn_import
+    return artifacts.bucket_arn_export_name, artifacts.bucket_arn

@@ -12,6 +12,7 @@ from stacks.build_stack import BuildStack
 from stacks.endpoint_stack import EndpointStack
 from stacks.promotion import check_promotion, promotion_source_bucket
 from stacks.stage_plan import StagePlan, plan_stage
+from triton_cdk.artifact_build.gpu_regions import gpu_build_regions
 from triton_cdk.config import AppConfig
 from triton_cdk.config.loader import PROJECT_ROOT
 
@@ -57,7 +58,18 @@ def add_stage_stacks(
     # Stack names are the construct ids, also inside a pipeline stage (whose default would prefix the
     # stage's name): `make deploy` and the pipeline then deploy the same stacks, never two copies that
     # fight over the same fixed names (bucket, endpoint, alarms).
-    artifacts = ArtifactStack(scope, f"{prefix}-Artifacts", stack_name=f"{prefix}-Artifacts", config=config, **common)
+    computes = plan.gpu_build_computes()
+    fleet_region = config.build.fleet.arn.split(":")[3] if config.build.fleet else None
+    regions = gpu_build_regions(computes, fleet_region) if computes else ()
+    artifacts = ArtifactStack(
+        scope,
+        f"{prefix}-Artifacts",
+        stack_name=f"{prefix}-Artifacts",
+        config=config,
+        gpu_build_computes=computes,
+        gpu_build_regions=regions,
+        **common,
+    )
     per_endpoint = plan.endpoints
     build = BuildStack(
         scope,
@@ -69,6 +81,8 @@ def add_stage_stacks(
         promotion_source_bucket=source_bucket,
         promotion_source_region=promotion_source.region if promotion_source else None,
         promotion_source_account=promotion_source.account if promotion_source else None,
+        gpu_build_computes=computes,
+        gpu_build_regions=regions,
         **common,
     )
     endpoints = {}

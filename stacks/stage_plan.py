@@ -31,6 +31,15 @@ class StagePlan:
     def artifact_keys(self) -> list[str]:
         return sorted({a.key for artifacts in self.stage_artifacts().values() for a in artifacts})
 
+    def gpu_build_computes(self) -> list[str]:
+        """The CodeBuild GPU computes (BuildPlan.compute) this stage's builds use; none on a promoting stage,
+        which copies its artifacts instead of building them."""
+        if self.config.promote_from:
+            return []
+        return sorted(
+            {a.build_plan.compute for artifacts in self.stage_artifacts().values() for a in artifacts if a.build_plan}
+        )
+
 
 def plan_stage(config: AppConfig, base_dir: Path) -> StagePlan:
     """`base_dir`: the folder model source paths in `config` are relative to (the app's PROJECT_ROOT)."""

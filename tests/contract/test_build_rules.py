@@ -61,6 +61,12 @@ def _role_identity(shipped: ShippedTemplate, value: object) -> tuple[str, str] |
         stack, _, output = value["Fn::ImportValue"].partition(":")
         if match := re.match(r"ExportsOutput(?:FnGetAtt|Ref)([A-Za-z0-9]+?[0-9A-F]{8})", output):
             return stack, match.group(1)
+    # A role the artifact stack exports under a fixed name (`<stack>-BuildRoleArn`): the ARN itself, or the role
+    # name CDK derives from it (Fn::Select over Fn::Split of the imported ARN) in a policy's Roles.
+    names = re.findall(r'"Fn::ImportValue": "([^"]+-[A-Za-z]+RoleArn)"', json.dumps(value))
+    if len(set(names)) == 1:
+        stack, _, export = names[0].rpartition("-")
+        return stack, export
     return None
 
 

@@ -39,7 +39,7 @@ def test_every_key_used_by_log_groups_names_the_logs_principal(shipped_templates
                     missing.append(f"{shipped.label}/{logical_id}")
             elif (
                 isinstance(key, dict)
-                and "ArtifactsKey" in str(key.get("Fn::ImportValue", ""))
+                and str(key.get("Fn::ImportValue", "")).endswith("-ArtifactKeyArn")
                 # The stage's artifact key: its policy lives in the stage's artifact stack.
                 and not any(k.startswith(shipped.config + ":ArtifactsKey") for k in keys_with_logs)
             ):

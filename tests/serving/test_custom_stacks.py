@@ -3,6 +3,8 @@ rolling and linear deployments, extra variants (serving_helpers.CUSTOM_ENDPOINTS
 
 from __future__ import annotations
 
+import json
+
 from serving_helpers import only
 
 
@@ -133,7 +135,7 @@ def test_data_capture_goes_to_its_own_prefix_encrypted_with_the_key(custom):
     assert capture["CaptureOptions"] == [{"CaptureMode": "Input"}]  # capture_response: false
     destination = capture["DestinationS3Uri"]["Fn::Join"][1]
     assert destination[2] == "/data-capture/test-cpu-python"
-    assert "ArtifactsKey" in capture["KmsKeyId"]["Fn::ImportValue"]
+    assert capture["KmsKeyId"]["Fn::ImportValue"].endswith("-Artifacts-ArtifactKeyArn")
 
 
 def test_execution_role_gets_data_capture_and_vpc_permissions_before_the_model(custom):
@@ -147,7 +149,7 @@ def test_execution_role_gets_data_capture_and_vpc_permissions_before_the_model(c
     assert statements["WriteDataCapture"]["Resource"]["Fn::Join"][1][1] == "/data-capture/test-cpu-python/*"
     assert sorted(statements["EncryptDataCapture"]["Action"]) == ["kms:Encrypt", "kms:GenerateDataKey"]
     assert "ec2:CreateNetworkInterface" in statements["VpcNetworkInterfaces"]["Action"]
-    assert "ExecutionRole" in policy["Properties"]["Roles"][0]["Fn::ImportValue"]
+    assert "-Artifacts-ExecutionRoleArn" in json.dumps(policy["Properties"]["Roles"][0])  # the role's name
     _, model = only(template, "AWS::SageMaker::Model")
     assert policy_id in model["DependsOn"]
     _, endpoint = only(template, "AWS::SageMaker::Endpoint")

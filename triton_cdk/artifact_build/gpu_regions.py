@@ -21,6 +21,7 @@ When AWS adds a region, add it here (and to the test that pins this table).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 Compute = Literal["BUILD_GENERAL1_SMALL", "BUILD_GENERAL1_LARGE", "fleet"]
@@ -70,4 +71,27 @@ def gpu_build_region_problem(region: str, compute: Compute) -> str | None:
         f"CodeBuild has no {_DESCRIPTION[compute]} in {region} (AWS CodeBuild API reference, LINUX_GPU_CONTAINER); "
         f"regions with them: {', '.join(regions)}. Deploy this stage to one of those, or build in such a region "
         "and promote the artifacts (promote_from)"
+    )
+
+
+def gpu_build_regions(computes: Iterable[Compute], fleet_region: str | None = None) -> tuple[str, ...]:
+    """The regions where every one of `computes` runs (a stage's GPU builds all run in its one region), in
+    the order of the tables above; a fleet also pins its own region (a project uses a fleet of its region)."""
+    wanted = sorted(set(computes))
+    if not wanted:
+        raise ValueError("gpu_build_regions: no GPU build compute given")
+    regions = [r for r in GPU_BUILD_REGIONS[wanted[0]] if all(r in GPU_BUILD_REGIONS[c] for c in wanted)]
+    if fleet_region is not None and "fleet" in wanted:
+        regions = [r for r in regions if r == fleet_region]
+    return tuple(regions)
+
+
+def gpu_build_region_rule_description(computes: Iterable[Compute], regions: Sequence[str]) -> str:
+    """The AssertDescription CloudFormation prints when the region rule refuses a deploy."""
+    kinds = " and ".join(_DESCRIPTION[c] for c in sorted(set(computes)))
+    where = ", ".join(regions) if regions else "no region (the fleet's region has none)"
+    return (
+        f"This stage needs CodeBuild {kinds}, which exist only in {where} (AWS CodeBuild API reference, "
+        "LINUX_GPU_CONTAINER). Deploy to one of those regions (set region in the stage's config), or build in "
+        "such a region and promote the artifacts (promote_from)."
     )
