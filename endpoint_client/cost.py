@@ -177,12 +177,7 @@ def _loadtest_section(args: argparse.Namespace, loadtest: Any, report: dict[str,
             f"{args.loadtest}: endpoint {wanted[:80]!r} is not an endpoint of stage {report['stage']} "
             f"({', '.join(e['name'] for e in report['endpoints'])}); give --loadtest-endpoint NAME"
         )
-    instances = loadtest.target.instances
-    if instances is None:
-        raise InvalidInputError(
-            f"{args.loadtest}: target.instances: not set; the rate must come with the number of instances that "
-            "served it (1 for the local endpoint)"
-        )
+    instances = loadtest.instances
     rate = sustainable_rate(loadtest)
     per_million = cost_per_million(endpoint["hourly_usd"], instances, rate)
     note = None

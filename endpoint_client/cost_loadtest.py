@@ -1,15 +1,18 @@
 """Cost per million inferences from a load-test JSON (`cost --loadtest FILE`).
 
-The fields read (docs/performance.md, "Load-test fields read by cost"); every other key is ignored, so the full
-output of `python -m endpoint_client loadtest --json` can be passed as it is:
+It reads the JSON of `python -m endpoint_client loadtest --json` (schema_version 1, endpoint_client/loadtest_report.py;
+docs/performance.md, "Load tests"), and of it only these fields; every other key is ignored:
 
     {"schema_version": 1,
-     "target": {"endpoint": "dev-triton-bert", "instances": 1},      # both optional
-     "levels": [{"throughput_inferences_per_second": 812.5, "errors": 0}, ...]}
+     "target": {"endpoint": "dev-triton-bert", ...},        # optional: the SageMaker endpoint under test
+     "instances": 1,                                          # instances that served the load
+     "levels": [{"inferences_per_s": 812.5, "ok": 4875, "errors": {"500": 0}}, ...],
+     "sustainable": {"inferences_per_s": 812.5, ...} | null}
 
-`errors` is a count, or an object of counts by status ({"500": 2}). The sustainable rate is the highest
-`throughput_inferences_per_second` of a level with no errors. Cost per million inferences =
-hourly price x instances / (rate x 3600) x 1,000,000, on the instance type of the endpoint under test.
+The sustainable rate is `sustainable.inferences_per_s` when the file has one (the SLO's level with --slo-p99-ms,
+else the error-free level with the highest throughput), otherwise the highest `inferences_per_s` of a level with
+successful requests and no errors. Cost per million inferences = hourly price x instances / (rate x 3600) x
+1,000,000, on the instance type of the endpoint under test.
 """
 
 from __future__ import annotations
@@ -33,30 +36,31 @@ class _Loose(BaseModel):
 
 class Target(_Loose):
     endpoint: str | None = Field(default=None, max_length=200)
-    instances: int | None = Field(default=None, ge=1, le=1000)
 
 
 class Level(_Loose):
-    throughput_inferences_per_second: float = Field(ge=0, allow_inf_nan=False)
-    errors: int | dict[str, int] = 0
+    inferences_per_s: float | None = Field(ge=0, allow_inf_nan=False)
+    ok: int = Field(ge=0)
+    errors: dict[str, int] = Field(max_length=1000)
 
     @field_validator("errors")
     @classmethod
-    def _errors(cls, value: int | dict[str, int]) -> int | dict[str, int]:
-        counts = value.values() if isinstance(value, dict) else [value]
-        if any(count < 0 for count in counts):
+    def _errors(cls, value: dict[str, int]) -> dict[str, int]:
+        if any(count < 0 for count in value.values()):
             raise ValueError("error counts are whole numbers >= 0")
         return value
 
-    @property
-    def error_count(self) -> int:
-        return sum(self.errors.values()) if isinstance(self.errors, dict) else self.errors
+
+class Sustainable(_Loose):
+    inferences_per_s: float = Field(ge=0, allow_inf_nan=False)
 
 
 class LoadTest(_Loose):
     schema_version: int = Field(ge=1, le=1)
     target: Target = Target()
+    instances: int = Field(ge=1, le=1000)
     levels: list[Level] = Field(min_length=1, max_length=MAX_LEVELS)
+    sustainable: Sustainable | None = None
 
 
 def read_loadtest(path: Path) -> LoadTest:
@@ -71,8 +75,11 @@ def read_loadtest(path: Path) -> LoadTest:
 
 
 def sustainable_rate(test: LoadTest) -> float | None:
-    clean = [level.throughput_inferences_per_second for level in test.levels if level.error_count == 0]
-    best = max(clean, default=0.0)
+    if test.sustainable is not None:
+        best = test.sustainable.inferences_per_s
+    else:
+        clean = [lv.inferences_per_s for lv in test.levels if lv.ok and not any(lv.errors.values())]
+        best = max((rate for rate in clean if rate is not None), default=0.0)
     return best if best > 0 else None
 
 

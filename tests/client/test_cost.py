@@ -256,45 +256,55 @@ def test_cost_per_million_inferences(tmp_path: Path, capsys) -> None:
     test = loadtest_file(
         tmp_path,
         {
+            "schema": "triton-sagemaker-cdk/loadtest",
             "schema_version": 1,
-            "target": {"endpoint": "dev-triton-bert", "instances": 2, "kind": "sagemaker"},
+            "target": {"kind": "sagemaker", "endpoint": "dev-triton-bert", "region": "us-east-1"},
+            "instances": 2,
             "levels": [
-                {"concurrency": 1, "throughput_inferences_per_second": 100.0, "errors": 0},
-                {"concurrency": 8, "throughput_inferences_per_second": 500.0, "errors": {"200": 0}},
-                {"concurrency": 16, "throughput_inferences_per_second": 900.0, "errors": {"500": 3}},
+                {"concurrency": 1, "inferences_per_s": 100.0, "ok": 10, "errors": {}},
+                {"concurrency": 8, "inferences_per_s": 500.0, "ok": 50, "errors": {}},
+                {"concurrency": 16, "inferences_per_s": 900.0, "ok": 90, "errors": {"500": 3}},
+                {"concurrency": 32, "inferences_per_s": None, "ok": 0, "errors": {"timeout": 9}},
             ],
+            "sustainable": None,
         },
     )
     report = run_json(capsys, "--config", str(config), "--price-snapshot", str(prices), "--loadtest", str(test))
     section = report["loadtest"]
     assert section["endpoint"] == "triton-bert" and section["sustainable_inferences_per_second"] == 500.0
     assert section["usd_per_million_inferences"] == pytest.approx(1.8 * 2 / (500 * 3600) * 1e6, abs=1e-4)
+    # The load test's own `sustainable` (its SLO level with --slo-p99-ms) wins over the error-free maximum.
+    document = json.loads(test.read_text())
+    document["sustainable"] = {"level": 0, "inferences_per_s": 100.0, "basis": "slo"}
+    test.write_text(json.dumps(document))
+    report = run_json(capsys, "--config", str(config), "--price-snapshot", str(prices), "--loadtest", str(test))
+    assert report["loadtest"]["sustainable_inferences_per_second"] == 100.0
+
+
+GOOD_LEVEL = {"inferences_per_s": 5.0, "ok": 5, "errors": {}}
 
 
 @pytest.mark.parametrize(
     ("document", "message"),
     [
         ("{oops", "is not JSON"),
-        ({"schema_version": 1, "levels": []}, "levels"),
-        ({"schema_version": 1, "levels": [{"throughput_inferences_per_second": -1}]}, "levels[0].throughput"),
-        ({"schema_version": 1, "levels": [{"throughput_inferences_per_second": "fast"}]}, "levels[0].throughput"),
-        ({"schema_version": 1, "levels": [{"throughput_inferences_per_second": 5}]}, "target.instances: not set"),
+        ({"schema_version": 1, "instances": 1, "levels": []}, "levels"),
+        ({"schema_version": 1, "instances": 1, "levels": [dict(GOOD_LEVEL, inferences_per_s=-1)]}, "levels[0].inf"),
+        ({"schema_version": 1, "instances": 1, "levels": [dict(GOOD_LEVEL, inferences_per_s="5")]}, "levels[0].inf"),
+        ({"schema_version": 1, "instances": 1, "levels": [dict(GOOD_LEVEL, errors={"500": -2})]}, "levels[0].errors"),
+        ({"schema_version": 1, "levels": [GOOD_LEVEL]}, "instances: Field required"),
+        ({"schema_version": 2, "instances": 1, "levels": [GOOD_LEVEL]}, "schema_version"),
         (
-            {
-                "schema_version": 1,
-                "target": {"endpoint": "nope", "instances": 1},
-                "levels": [{"throughput_inferences_per_second": 5}],
-            },
+            {"schema_version": 1, "target": {"endpoint": "nope"}, "instances": 1, "levels": [GOOD_LEVEL]},
             "'nope' is not an endpoint of stage dev",
         ),
+        ({"schema_version": 1, "instances": 1, "levels": [GOOD_LEVEL]}, "target.endpoint: not set"),
     ],
 )
 def test_bad_loadtest_is_a_clean_error(tmp_path: Path, capsys, document: object, message: str) -> None:
     config = stage_file(tmp_path)
     test = loadtest_file(tmp_path, document)
     args = ["cost", "--config", str(config), "--price-source", "snapshot", "--loadtest", str(test)]
-    if message == "target.instances: not set":
-        args += ["--loadtest-endpoint", "triton-bert"]
     assert main(args) == 1
     err = capsys.readouterr().err
     assert err.startswith("ERROR: ") and str(test) in err and message in err and "Traceback" not in err
