@@ -110,7 +110,8 @@ def test_preflight_names_a_type_mismatch_between_steps(tmp_path):
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
-        [helper.make_node("Identity", ["input"], ["output"])],
+        # A Cast, so ONNX Runtime loads the graph (model_build holds ONNX Runtime models to what it loads).
+        [helper.make_node("Cast", ["input"], ["output"], to=TensorProto.FLOAT)],
         "cnn",
         [helper.make_tensor_value_info("input", TensorProto.INT32, [1, 3])],
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3])],
