@@ -19,6 +19,7 @@ from stacks.app_factory import create_app
 from stacks.promotion import PromotionError
 from triton_cdk.config import ConfigError, load_stage
 from triton_cdk.config.loader import CONFIG_DIR
+from triton_cdk.errors import TritonCdkError
 
 CDK_JSON = Path(__file__).resolve().with_name("cdk.json")
 
@@ -52,6 +53,10 @@ def main() -> None:
     except (ConfigError, PromotionError) as error:
         # Refused before anything is synthesized: nothing is written to cdk.out.
         print(f"ERROR: invalid configuration\n{error}", file=sys.stderr)
+        sys.exit(1)
+    except TritonCdkError as error:
+        # A construct refused the props the config mapped to (a rule the config schema does not state yet).
+        print(f"ERROR: the stage's constructs refused their settings\n{error}", file=sys.stderr)
         sys.exit(1)
     app.synth()
 

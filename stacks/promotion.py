@@ -16,9 +16,10 @@ from collections.abc import Iterable
 
 from triton_cdk.artifact_keys import EndpointArtifacts, ModelArtifact
 from triton_cdk.config import AppConfig
+from triton_cdk.errors import TritonCdkError
 
 
-class PromotionError(ValueError):
+class PromotionError(TritonCdkError, ValueError):
     """The target stage needs an artifact the source stage never builds."""
 
 

@@ -15,6 +15,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from model_build.key import MODEL_PREFIX
+from triton_cdk.errors import InvalidPropsError
 from triton_cdk.grants import grant_statements
 from triton_cdk.guard import acknowledge_guard, restrict_grants_to_aws_services
 from triton_cdk.nag import acknowledge
@@ -95,7 +96,7 @@ class _ArtifactStoreBase(Construct):
         no other object; `keys` must lie under the model prefix."""
         outside = [k for k in keys if not cdk.Token.is_unresolved(k) and not k.startswith(self.model_prefix)]
         if not keys or outside:
-            raise ValueError(
+            raise InvalidPropsError(
                 f"grant_read_archives: keys must be at least one key, each under {self.model_prefix!r}; "
                 f"got {outside if keys else 'none'}"
             )

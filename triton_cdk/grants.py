@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 from aws_cdk import aws_iam as iam
 
+from triton_cdk.errors import InvalidPropsError
+
 
 def grant_statements(grantee: iam.IGrantable, statements: Sequence[iam.PolicyStatement]) -> iam.Grant:
     """Add `statements` to `grantee`'s identity policy, as one `iam.Grant` (what aws-cdk-lib's `grant_*` return).
@@ -15,7 +17,7 @@ def grant_statements(grantee: iam.IGrantable, statements: Sequence[iam.PolicySta
     reviews name the statements by it, and CDK's policy minimisation leaves a statement with a Sid unmerged.
     """
     if not statements:
-        raise ValueError("grant_statements needs at least one statement")
+        raise InvalidPropsError("grant_statements needs at least one statement")
     grants = []
     for statement in statements:
         grant = iam.Grant.add_to_principal(

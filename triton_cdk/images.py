@@ -18,6 +18,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from triton_cdk.errors import InvalidPropsError, TritonCdkError
 from triton_cdk.grants import grant_statements
 
 _TABLE = "sagemaker/core/image_uri_config/sagemaker-tritonserver.json"
@@ -29,7 +30,7 @@ def _table() -> dict:
     for file in files:
         if file.as_posix().endswith(_TABLE):
             return json.loads(Path(str(file.locate())).read_text())
-    raise RuntimeError(f"sagemaker-core is installed without {_TABLE}; reinstall requirements.txt")
+    raise TritonCdkError(f"sagemaker-core is installed without {_TABLE}; reinstall requirements.txt")
 
 
 def known_triton_releases() -> list[str]:
@@ -56,12 +57,12 @@ class TritonImage:
 def triton_image(release: str, region: str, *, gpu: bool) -> TritonImage:
     versions = _table()["versions"]
     if release not in versions:
-        raise ValueError(
+        raise InvalidPropsError(
             f"Triton release {release!r} unknown to the SageMaker SDK; known: {', '.join(sorted(versions))}"
         )
     entry = versions[release]
     if region not in entry["registries"]:
-        raise ValueError(
+        raise InvalidPropsError(
             f"no SageMaker Triton {release} image in region {region!r}; "
             f"available in: {', '.join(sorted(entry['registries']))}"
         )

@@ -30,6 +30,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from model_build.matching import BuildPlan
+from triton_cdk.errors import InvalidPropsError
 from triton_cdk.images import TritonImageLookup, pull_image_statements
 from triton_cdk.nag import acknowledge
 from triton_cdk.notifications import rule_target
@@ -136,7 +137,7 @@ class ModelBuildProject(Construct):
         )
         if plan is not None and plan.compute == "fleet":
             if fleet_compute_type is None:
-                raise ValueError(f"{construct_id}: a build on a reserved fleet needs fleet_compute_type")
+                raise InvalidPropsError(f"{construct_id}: a build on a reserved fleet needs fleet_compute_type")
             # aws-cdk-lib lets GPU images declare only SMALL/LARGE; a fleet build takes the fleet's type.
             cfn = self.project.node.default_child
             cfn.add_property_override("Environment.ComputeType", fleet_compute_type)

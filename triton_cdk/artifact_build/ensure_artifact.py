@@ -42,6 +42,7 @@ from constructs import Construct
 
 from model_build.key import MODEL_PREFIX
 from triton_cdk.artifacts import list_models_statement
+from triton_cdk.errors import InvalidPropsError
 from triton_cdk.nag import acknowledge
 
 RESOURCE_TYPE = "Custom::TritonModelArtifact"
@@ -111,11 +112,13 @@ class EnsureArtifacts(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         if bool(projects) == bool(promotion):
-            raise ValueError("EnsureArtifacts needs either projects (build) or promotion (promote), not both")
+            raise InvalidPropsError("EnsureArtifacts needs either projects (build) or promotion (promote), not both")
         if projects and build_wait is None:
-            raise ValueError("EnsureArtifacts in build mode needs build_wait")
+            raise InvalidPropsError("EnsureArtifacts in build mode needs build_wait")
         if build_wait is not None and build_wait.to_seconds() > MAX_WAIT.to_seconds():
-            raise ValueError(f"build_wait {build_wait.to_minutes()} min exceeds CloudFormation's 12-hour WaitCondition")
+            raise InvalidPropsError(
+                f"build_wait {build_wait.to_minutes()} min exceeds CloudFormation's 12-hour WaitCondition"
+            )
         self.bucket_name = bucket_name
         self.bucket_arn = bucket_arn
         self.key_arn = key_arn
@@ -227,7 +230,7 @@ class EnsureArtifacts(Construct):
                 properties["SourceRegion"] = self.promotion.region
         else:
             if not props.project_name:
-                raise ValueError(f"artifact {props.key}: a BUILD-mode resource needs the project that builds it")
+                raise InvalidPropsError(f"artifact {props.key}: a BUILD-mode resource needs the project that builds it")
             properties["ProjectName"] = props.project_name
             properties["BuildEnvironment"] = dict(props.build_environment or {})
             # A new handle and wait condition whenever a build may be needed (module doc).

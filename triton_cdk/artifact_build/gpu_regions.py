@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
+from triton_cdk.errors import InvalidPropsError
+
 Compute = Literal["BUILD_GENERAL1_SMALL", "BUILD_GENERAL1_LARGE", "fleet"]
 
 ON_DEMAND_GPU_REGIONS: tuple[str, ...] = (
@@ -79,7 +81,7 @@ def gpu_build_regions(computes: Iterable[Compute], fleet_region: str | None = No
     the order of the tables above; a fleet also pins its own region (a project uses a fleet of its region)."""
     wanted = sorted(set(computes))
     if not wanted:
-        raise ValueError("gpu_build_regions: no GPU build compute given")
+        raise InvalidPropsError("gpu_build_regions: no GPU build compute given")
     regions = [r for r in GPU_BUILD_REGIONS[wanted[0]] if all(r in GPU_BUILD_REGIONS[c] for c in wanted)]
     if fleet_region is not None and "fleet" in wanted:
         regions = [r for r in regions if r == fleet_region]

@@ -18,6 +18,7 @@ from model_build.config_yaml import ConfigDocument, ConfigFileError, clip, read_
 from model_build.preflight import ensemble_preflight_problems, preflight_problems
 from triton_cdk.config.app import STAGE_PATTERN, AppConfig, cross_field_problems
 from triton_cdk.config.source_paths import source_path_problems
+from triton_cdk.errors import TritonCdkError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = PROJECT_ROOT / "config"
@@ -26,7 +27,7 @@ MAX_LINE_CHARS = 1_000
 STAGE_NAME = re.compile(STAGE_PATTERN)
 
 
-class ConfigError(Exception):
+class ConfigError(TritonCdkError):
     """The configuration cannot be deployed; the message has one line per problem."""
 
 

@@ -15,6 +15,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import IConstruct
 
+from triton_cdk.errors import InvalidPropsError
+
 LEGACY_PREFIX = "codestar-connections"
 PREFIXES = (LEGACY_PREFIX, "codeconnections")
 
@@ -23,7 +25,7 @@ def connection_prefix(connection_arn: str) -> str:
     """The IAM service prefix of a connection ARN: `codeconnections` or `codestar-connections`."""
     parts = connection_arn.split(":")
     if len(parts) < 6 or parts[2] not in PREFIXES:
-        raise ValueError(f"not a connection ARN (arn:<partition>:codeconnections:...): {connection_arn!r}")
+        raise InvalidPropsError(f"not a connection ARN (arn:<partition>:codeconnections:...): {connection_arn!r}")
     return parts[2]
 
 

@@ -17,6 +17,7 @@ from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from triton_cdk.errors import InvalidPropsError
 from triton_cdk.serving.endpoint import TritonEndpoint
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
@@ -100,7 +101,7 @@ class TritonEndpointScaling(Construct):
         for name, settings in settings_by_variant.items():
             problems.extend(f"variant '{name}': {p}" for p in settings.problems())
         if problems:
-            raise ValueError(f"TritonEndpointScaling {self.node.path}: " + "; ".join(problems))
+            raise InvalidPropsError(f"TritonEndpointScaling {self.node.path}: " + "; ".join(problems))
 
         role_arn = cdk.Stack.of(self).format_arn(
             service="iam", region="", resource="role", resource_name=SERVICE_LINKED_ROLE

@@ -16,6 +16,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from triton_cdk.errors import InvalidPropsError
 from triton_cdk.serving.inference_components import TritonComponentEndpoint, TritonInferenceComponent
 from triton_cdk.serving.monitoring import (
     GT,
@@ -46,7 +47,9 @@ class TritonComponentMonitoring(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         if thresholds.datapoints_to_alarm > thresholds.evaluation_periods:
-            raise ValueError(f"TritonComponentMonitoring {self.node.path}: datapoints_to_alarm > evaluation_periods")
+            raise InvalidPropsError(
+                f"TritonComponentMonitoring {self.node.path}: datapoints_to_alarm > evaluation_periods"
+            )
         self.endpoint = endpoint
         self.thresholds = thresholds
         self.alarms: dict[str, dict[str, cloudwatch.Alarm]] = {}
@@ -68,7 +71,9 @@ class TritonComponentMonitoring(Construct):
         alarms = self.alarms[component.component_name]
         missing = [kind for kind in kinds if kind not in alarms]
         if missing:
-            raise ValueError(f"no {missing} alarm on component {component.component_name}; it has {', '.join(alarms)}")
+            raise InvalidPropsError(
+                f"no {missing} alarm on component {component.component_name}; it has {', '.join(alarms)}"
+            )
         return [alarms[kind] for kind in kinds]
 
     def _specs(self, c: TritonInferenceComponent) -> list[_AlarmSpec]:

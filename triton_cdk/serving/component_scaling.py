@@ -23,6 +23,7 @@ from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from triton_cdk.errors import InvalidPropsError
 from triton_cdk.serving.autoscaling import SERVICE_LINKED_ROLE
 from triton_cdk.serving.inference_components import TritonInferenceComponent
 
@@ -67,7 +68,9 @@ class TritonComponentScaling(Construct):
         if component.endpoint.scales_to_zero and settings.min_copies != 0:
             problems.append("an endpoint that scales to zero needs min_copies 0 on every component")
         if problems:
-            raise ValueError(f"TritonComponentScaling {self.node.path}: " + "; ".join(problems))
+            raise InvalidPropsError(f"TritonComponentScaling {self.node.path}: " + "; ".join(problems))
+        # The endpoint's update headroom counts the component at this maximum (TritonComponentEndpoint).
+        component.scale_copies_up_to(settings.max_copies)
         role_arn = cdk.Stack.of(self).format_arn(
             service="iam", region="", resource="role", resource_name=SERVICE_LINKED_ROLE
         )

@@ -23,6 +23,7 @@ from constructs import Construct, IValidation
 
 from model_build.catalogue import INSTANCE_TYPES
 from model_build.drivers import AMI_NAMES
+from triton_cdk.errors import InvalidPropsError
 from triton_cdk.serving.deployment import DeploymentPolicy, TrafficRouting
 from triton_cdk.serving.metrics import INVOCATION_NAMESPACE, SageMakerInvocationMetrics, sagemaker_metric
 from triton_cdk.serving.triton_model import TritonModel
@@ -186,7 +187,7 @@ class _EndpointBase(cdk.Resource, SageMakerInvocationMetrics):
         """
         variant_name = variant or self.variant_names[0]
         if variant_name not in self.variant_names:
-            raise ValueError(f"unknown variant {variant_name!r}; this endpoint has {self.variant_names}")
+            raise InvalidPropsError(f"unknown variant {variant_name!r}; this endpoint has {self.variant_names}")
         dimensions = {"EndpointName": self.endpoint_name, "VariantName": variant_name}
         return sagemaker_metric(
             metric_name, dimensions, namespace=namespace, statistic=statistic, period=period, **props
@@ -416,4 +417,4 @@ class TritonEndpoint(_EndpointBase):
         if self.data_capture:
             problems.extend(self.data_capture.problems())
         if problems:
-            raise ValueError(f"TritonEndpoint {self.node.path}: " + "; ".join(problems))
+            raise InvalidPropsError(f"TritonEndpoint {self.node.path}: " + "; ".join(problems))

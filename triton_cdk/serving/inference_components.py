@@ -23,13 +23,15 @@ import re
 from dataclasses import dataclass
 
 import aws_cdk as cdk
+import jsii
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
-from constructs import Construct
+from constructs import Construct, IValidation
 
 from model_build.catalogue import INSTANCE_TYPES
-from triton_cdk.serving.component_sizing import ComputeRequirements, fit_problems
+from triton_cdk.errors import InvalidPropsError
+from triton_cdk.serving.component_sizing import ComputeRequirements, fit_problems, update_headroom_problem
 from triton_cdk.serving.deployment import DEFAULT_BAKE_SECONDS, DEFAULT_MAXIMUM_EXECUTION_TIMEOUT_SECONDS
 from triton_cdk.serving.endpoint import (
     DEFAULT_VARIANT_NAME,
@@ -115,8 +117,11 @@ class TritonComponentEndpoint(_EndpointBase):
     - variant: instance type, managed instance scaling and routing.
     - network_isolation: isolate every component's container. Default: True.
 
-    Components are added with `add_component`; they update themselves (rolling), so the endpoint
-    itself has no deployment policy.
+    Components are added by creating `TritonInferenceComponent`s on it; they update themselves (rolling), so
+    the endpoint itself has no deployment policy. They are chained in the order they are added (each one's
+    resource DependsOn the previous one's), so CloudFormation creates, updates and deletes them one at a time
+    and only one rolling update needs room for its new copies at any moment; at synth the endpoint checks that
+    room (`component_sizing.update_headroom_problem`, every component at its `max_copies`).
     """
 
     def __init__(
@@ -140,7 +145,7 @@ class TritonComponentEndpoint(_EndpointBase):
         ):
             problems.append(f"endpoint_name {endpoint_name!r} must match {NAME_PATTERN.pattern} (at most 63 chars)")
         if problems:
-            raise ValueError(f"TritonComponentEndpoint {self.node.path}: " + "; ".join(problems))
+            raise InvalidPropsError(f"TritonComponentEndpoint {self.node.path}: " + "; ".join(problems))
 
         self.config = sagemaker.CfnEndpointConfig(
             self,
@@ -168,6 +173,7 @@ class TritonComponentEndpoint(_EndpointBase):
         self.resource = sagemaker.CfnEndpoint(
             self, "Resource", endpoint_name=endpoint_name, endpoint_config_name=self.config.attr_endpoint_config_name
         )
+        self.node.add_validation(_UpdateHeadroom(self))
 
     @property
     def scales_to_zero(self) -> bool:
@@ -336,7 +342,19 @@ class TritonInferenceComponent(_ComponentBase):
             ),
             deployment_config=self._deployment_config(),
         )
+        if endpoint.components:
+            # One rolling update at a time (TritonComponentEndpoint): without this, CloudFormation updates the
+            # components of an endpoint in parallel and every one starts its new copies at once.
+            self.resource.add_dependency(endpoint.components[-1].resource)
         endpoint.components.append(self)
+        self.max_copies = copy_count
+
+    def scale_copies_up_to(self, max_copies: int) -> None:
+        """The most copies this component may reach (copy scaling's maximum): the endpoint's update headroom
+        is checked with it. Default: - `copy_count`."""
+        if max_copies < self.copy_count:
+            raise InvalidPropsError(f"{self.node.path}: max_copies {max_copies} is below copy_count {self.copy_count}")
+        self.max_copies = max_copies
 
     @classmethod
     def from_component_name(
@@ -353,10 +371,10 @@ class TritonInferenceComponent(_ComponentBase):
     def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
         """An alarm that, while in ALARM during this component's rolling update, rolls it back (at most 10)."""
         if len(self.rollback_alarms) >= 10:
-            raise ValueError(f"{self.node.path}: AutoRollbackConfiguration takes at most 10 alarms")
+            raise InvalidPropsError(f"{self.node.path}: AutoRollbackConfiguration takes at most 10 alarms")
         needed = seconds_to_alarm(alarm)
         if needed is not None and needed > self.rolling.wait_seconds:
-            raise ValueError(
+            raise InvalidPropsError(
                 f"{self.node.path}: rollback alarm {alarm.node.path} needs {needed} s to reach ALARM, longer than the "
                 f"{self.rolling.wait_seconds} s bake (wait_seconds); it would never roll anything back"
             )
@@ -398,4 +416,24 @@ class TritonInferenceComponent(_ComponentBase):
             fits = fit_problems(instance, self.requirements)
             problems += [f"requirements.{field}: {message}" for field, message in fits]
         if problems:
-            raise ValueError(f"TritonInferenceComponent {self.node.path}: " + "; ".join(problems))
+            raise InvalidPropsError(f"TritonInferenceComponent {self.node.path}: " + "; ".join(problems))
+
+
+@jsii.implements(IValidation)
+class _UpdateHeadroom:
+    """Synth-time check: every component at its most copies, plus the biggest one rolling batch, fits the
+    endpoint's `max_instances` instances (component_sizing.update_headroom_problem)."""
+
+    def __init__(self, endpoint: TritonComponentEndpoint) -> None:
+        self.endpoint = endpoint
+
+    def validate(self) -> list[str]:
+        instance = INSTANCE_TYPES.get(self.endpoint.variant.instance_type)  # outside the catalogue: not judged
+        if instance is None:
+            return []
+        copies = {c.component_name: (c.max_copies, c.requirements) for c in self.endpoint.components}
+        problem = update_headroom_problem(instance, self.endpoint.variant.max_instances, copies)
+        if problem is None:
+            return []
+        path = self.endpoint.node.path
+        return [f"TritonComponentEndpoint {path}: {problem}; raise max_instances or lower max_copies"]

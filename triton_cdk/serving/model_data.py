@@ -18,6 +18,8 @@ from typing import Literal
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 
+from triton_cdk.errors import InvalidPropsError
+
 Mode = Literal["SingleModel", "MultiModel"]
 
 
@@ -31,19 +33,21 @@ class TritonModelData:
     @classmethod
     def from_archive(cls, bucket: s3.IBucket, key: str) -> TritonModelData:
         if not key.endswith(".tar.gz"):
-            raise ValueError(f"a single-model archive must be a .tar.gz object, got key {key!r}")
+            raise InvalidPropsError(f"a single-model archive must be a .tar.gz object, got key {key!r}")
         return cls(bucket, key, "SingleModel")
 
     @classmethod
     def from_uncompressed_prefix(cls, bucket: s3.IBucket, prefix: str) -> TritonModelData:
         if not prefix.endswith("/"):
-            raise ValueError(f"an uncompressed model location must be an S3 prefix ending in '/', got {prefix!r}")
+            raise InvalidPropsError(
+                f"an uncompressed model location must be an S3 prefix ending in '/', got {prefix!r}"
+            )
         return cls(bucket, prefix, "SingleModel", compressed=False)
 
     @classmethod
     def from_multi_model_prefix(cls, bucket: s3.IBucket, prefix: str) -> TritonModelData:
         if not prefix.endswith("/"):
-            raise ValueError(f"a multi-model location must be an S3 prefix ending in '/', got {prefix!r}")
+            raise InvalidPropsError(f"a multi-model location must be an S3 prefix ending in '/', got {prefix!r}")
         return cls(bucket, prefix, "MultiModel")
 
     @property

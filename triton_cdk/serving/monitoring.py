@@ -22,6 +22,7 @@ from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from triton_cdk.errors import InvalidPropsError
 from triton_cdk.serving.endpoint import TritonEndpoint
 from triton_cdk.serving.metrics import SageMakerInvocationMetrics
 
@@ -84,9 +85,11 @@ class TritonEndpointMonitoring(Construct):
         super().__init__(scope, construct_id)
         missing = sorted(set(endpoint.variant_names) - set(hardware_by_variant))
         if missing:
-            raise ValueError(f"TritonEndpointMonitoring {self.node.path}: no hardware given for variants {missing}")
+            raise InvalidPropsError(
+                f"TritonEndpointMonitoring {self.node.path}: no hardware given for variants {missing}"
+            )
         if thresholds.datapoints_to_alarm > thresholds.evaluation_periods:
-            raise ValueError(
+            raise InvalidPropsError(
                 f"TritonEndpointMonitoring {self.node.path}: datapoints_to_alarm {thresholds.datapoints_to_alarm} "
                 f"> evaluation_periods {thresholds.evaluation_periods}"
             )
@@ -113,7 +116,7 @@ class TritonEndpointMonitoring(Construct):
         for kind in kinds:
             for variant, alarms in self.alarms.items():
                 if kind not in alarms:
-                    raise ValueError(
+                    raise InvalidPropsError(
                         f"no {kind!r} alarm on variant {variant!r} of {self.endpoint.endpoint_name}; "
                         f"it has {', '.join(alarms)}"
                     )

@@ -10,6 +10,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from triton_cdk.errors import InvalidPropsError
 from triton_cdk.serving.environment import DEFAULT_MODEL_NAME
 from triton_cdk.serving.model_data import TritonModelData
 
@@ -102,4 +103,4 @@ class TritonModel(Construct):
         if bad:
             problems.append(f"environment values must be strings: {bad}")
         if problems:
-            raise ValueError("TritonModel: " + "; ".join(problems))
+            raise InvalidPropsError("TritonModel: " + "; ".join(problems))

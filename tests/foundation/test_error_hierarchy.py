@@ -1,0 +1,67 @@
+"""One error hierarchy on the synth side (issue #23 item 9): every refusal is a `TritonCdkError`, which app.py
+catches and prints as `ERROR: ...` with exit 1 and no traceback (the pypa/build pattern in ../shared/STYLE.md)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from stacks.promotion import PromotionError
+from triton_cdk.config import ConfigError
+from triton_cdk.errors import InvalidPropsError, TritonCdkError
+
+ROOT = Path(__file__).resolve().parents[2]
+# Raised by the library's constructs: each a bare builtin exception a user would see as a traceback.
+BARE = {"ValueError", "TypeError", "Exception", "RuntimeError"}
+
+
+def test_the_app_side_refusals_are_triton_cdk_errors() -> None:
+    assert issubclass(ConfigError, TritonCdkError)
+    assert issubclass(PromotionError, TritonCdkError)
+    assert issubclass(InvalidPropsError, TritonCdkError) and issubclass(InvalidPropsError, ValueError)
+
+
+def _bare_raises(folder: Path) -> list[str]:
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        if "handlers" in path.parts:  # Lambda handlers run in AWS, not at synth
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+                name = getattr(node.exc.func, "id", None)
+                if name in BARE:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: raise {name}")
+    return found
+
+
+def test_the_construct_library_raises_no_bare_builtin_error() -> None:
+    """Constructs refuse props with InvalidPropsError (the config package is the app's; see its own tests)."""
+    found = [line for line in _bare_raises(ROOT / "triton_cdk") if not line.startswith("triton_cdk/config/")]
+    assert found == []
+
+
+def _app_module():
+    spec = importlib.util.spec_from_file_location("app_under_test", ROOT / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_app_py_prints_a_construct_refusal_without_a_traceback(monkeypatch, capsys) -> None:
+    app = _app_module()
+
+    def refuse(*args, **kwargs):
+        raise InvalidPropsError("TritonEndpoint Triton-dev/Endpoint: at least one production variant is required")
+
+    monkeypatch.setattr(app, "create_app", refuse)
+    monkeypatch.setattr(sys, "argv", ["app.py"])
+    with pytest.raises(SystemExit) as exit_info:
+        app.main()
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: the stage's constructs refused their settings\n")
+    assert "at least one production variant is required" in err and "Traceback" not in err
