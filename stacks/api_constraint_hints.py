@@ -105,6 +105,8 @@ _HINTS: dict[str, tuple[tuple[str, str], ...]] = {
 def config_field_hint(stack: str, resource_type: str, property_path: str) -> str | None:
     """The stage-config field behind `property_path` ("ProductionVariants[0].InstanceType") of a resource of
     `resource_type` in `stack`; None where no row names one."""
+    if stack == "Triton-Pipeline":  # stacks/pipeline_stack.py: built from config/pipeline.yaml
+        return "pipeline.yaml (name, source, stages, smoke)" if resource_type in _HINTS else None
     bare = re.sub(r"\[[^\]]*\]", "", property_path).split(" key ")[0]
     match = re.search(r"Endpoint-(.+)$", stack)
     endpoint = match[1] if match else "<endpoint>"

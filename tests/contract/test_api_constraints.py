@@ -527,6 +527,9 @@ def test_config_field_hints() -> None:
         "build.timeout_minutes"
     )
     assert config_field_hint("Triton-dev-Endpoint-x", "AWS::IAM::Role", "RoleName") is None
+    assert config_field_hint("Triton-Pipeline", "AWS::CodeBuild::Project", "Name") == (
+        "pipeline.yaml (name, source, stages, smoke)"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
