@@ -21,8 +21,8 @@ compile is recorded in `CheckResult.skipped_patterns`, never a crash.
 
 `ApiConstraintsCheck` runs the gate as a CDK policy-validation plugin (aws-cdk-lib's `IPolicyValidationPluginBeta1`,
 registered by stacks/app_factory.py): each violation names the stack, the resource, the property path, the value,
-the constraint and its source (service model, operation, member), and the config field that produced it where
-the stack and property tell (a best-effort hint).
+the constraint and its source (service model, operation, member), and, given a `config_field_hint` (the app's:
+stacks/api_constraint_hints.py; this package knows no config), the config field that produced it.
 """
 
 from triton_cdk.api_constraints.check import (
