@@ -58,7 +58,15 @@ def main() -> None:
         # A construct refused the props the config mapped to (a rule the config schema does not state yet).
         print(f"ERROR: the stage's constructs refused their settings\n{error}", file=sys.stderr)
         sys.exit(1)
-    app.synth()
+    try:
+        app.synth()
+    except RuntimeError as error:
+        # aws-cdk-lib has printed the validation report (each finding, its rule and resource) above; its
+        # exception adds only a jsii traceback.
+        if not str(error).startswith("ValidationFailed"):
+            raise
+        print(f"ERROR: {str(error).splitlines()[0]}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -65,3 +65,20 @@ def test_app_py_prints_a_construct_refusal_without_a_traceback(monkeypatch, caps
     err = capsys.readouterr().err
     assert err.startswith("ERROR: the stage's constructs refused their settings\n")
     assert "at least one production variant is required" in err and "Traceback" not in err
+
+
+def test_app_py_ends_a_failed_validation_with_one_error_line(monkeypatch, capsys) -> None:
+    """aws-cdk-lib prints the validation report, then raises `ValidationFailed: ...`: one ERROR line, exit 1."""
+    app = _app_module()
+
+    class _Failing:
+        def synth(self) -> None:
+            raise RuntimeError("ValidationFailed: Validation failed. A copy of this report can be found in: x.json\nat")
+
+    monkeypatch.setattr(app, "create_app", lambda *a, **k: (_Failing(), None))
+    monkeypatch.setattr(sys, "argv", ["app.py"])
+    with pytest.raises(SystemExit) as exit_info:
+        app.main()
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert err == "ERROR: ValidationFailed: Validation failed. A copy of this report can be found in: x.json\n"
