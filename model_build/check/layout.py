@@ -21,6 +21,7 @@ from pathlib import Path
 from model_build.check.checked import CheckedModel, versions_to_load
 from model_build.check.environment import environment_folder, environment_problems
 from model_build.check.model_io import model_io_problems
+from model_build.check.paths import warmup_file_problems
 from model_build.check.problems import REPOSITORY, Problem
 from model_build.check.rules import validate_model_config
 from model_build.check.schema import (
@@ -329,6 +330,7 @@ def check_model_folder(
     model.problems += _version_problems(model, versions, configs_only=configs_only)
     model.problems += files
     if not configs_only:
+        model.problems += list(warmup_file_problems(folder, config))
         model.problems += _model_file_problems(folder, config, versions, target, packed_environment, engine_from_onnx)
         # A model file that is not valid ONNX is already reported (files); its I/O cannot be read.
         if not backend_problems:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterator
+from pathlib import Path
 
 from model_build.check.problems import Problem
 from model_build.check.schema import ModelConfig
@@ -51,5 +52,22 @@ def path_problems(config: ModelConfig) -> Iterator[Problem]:
                     f"'{data.input_data_file}' is not a path inside the model's {WARMUP_FOLDER}/ folder, where Triton "
                     f"reads warm-up data (<model>/{WARMUP_FOLDER}/<input_data_file>); only the model folder is "
                     "packaged: put the file there and name it relative to it",
+                    RULE,
+                )
+
+
+def warmup_file_problems(folder: Path, config: ModelConfig) -> Iterator[Problem]:
+    """Each warm-up data file inside `<model>/warmup/` exists as a regular file (core ReadTextFile fails the load)."""
+    for index, sample in enumerate(config.model_warmup):
+        for tensor, data in sorted(sample.inputs.items()):
+            if data.WhichOneof("input_data_type") != "input_data_file" or not inside(data.input_data_file):
+                continue
+            path = folder / WARMUP_FOLDER / posixpath.normpath(data.input_data_file)
+            if not path.is_file() or path.is_symlink():
+                yield Problem(
+                    config.name,
+                    f"model_warmup[{index}].inputs[{tensor}].input_data_file",
+                    f"{WARMUP_FOLDER}/{data.input_data_file} is not a file in the model folder: Triton fails the "
+                    "model's load when a warm-up sample cannot be read; add it or use zero_data / random_data",
                     RULE,
                 )

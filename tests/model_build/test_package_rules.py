@@ -106,6 +106,20 @@ def test_warmup_files_outside_the_warmup_folder_are_refused(tmp_path, data_file)
     refused(tmp_path / "repo", tmp_path, "is not a path inside the model's warmup/ folder")
 
 
+def test_warmup_files_must_be_in_the_warmup_folder(tmp_path):
+    """core backend_model_instance.cc reads <model>/warmup/<input_data_file>; a missing one fails the load."""
+    warmup = (
+        'model_warmup { name: "w" batch_size: 1 inputs { key: "x" value { data_type: TYPE_FP32 dims: [ 1 ] '
+        'input_data_file: "x.bin" } } }\n'
+    )
+    model = python_model(tmp_path / "repo", PYTHON_CONFIG + TENSORS + warmup)
+    refused(tmp_path / "repo", tmp_path, "warmup/x.bin is not a file in the model folder")
+    (model / "warmup").mkdir()
+    (model / "warmup" / "x.bin").write_bytes(b"\0" * 4)
+    assert check_repository(tmp_path / "repo") == []
+    assert package_repository(tmp_path / "repo", tmp_path / "out", models=["m"])
+
+
 def test_an_absolute_execution_env_path_is_refused(tmp_path):
     env = 'parameters { key: "EXECUTION_ENV_PATH" value { string_value: "/opt/env.tar.gz" } }\n'
     python_model(tmp_path / "repo", PYTHON_CONFIG + TENSORS + env)
