@@ -271,6 +271,22 @@ ORT_LINES = st.one_of(
     ),
     PATHISH.map(lambda r: f"runtime: {_quoted(r)}"),
     st.just("sequence_batching { max_sequence_idle_microseconds: 5 }"),
+    st.just("model_transaction_policy { decoupled: true }\nresponse_cache { enable: true }"),
+    st.just('ensemble_scheduling { step [ { model_name: "a" model_version: -1 } ] }'),
+    st.lists(NUMBER, max_size=2).map(
+        lambda d: f'input [ {{ name: "r" data_type: TYPE_FP32 dims: [ 4 ] reshape {{ shape: {d} }} }} ]'
+    ),
+    st.sampled_from(["BATCH_ELEMENT_COUNT", "BATCH_ACCUMULATED_ELEMENT_COUNT", "BATCH_MAX_ELEMENT_COUNT_AS_SHAPE"]).map(
+        lambda k: f'batch_input [ {{ kind: {k} target_name: "b" data_type: TYPE_FP32 source_input: "x" }} ]'
+    ),
+    st.sampled_from(["TYPE_INT32", "TYPE_FP32", "TYPE_STRING"]).map(
+        lambda t: (
+            'sequence_batching { control_input [ { name: "s" control [ { kind: CONTROL_SEQUENCE_START '
+            f"int32_false_true: [ 0, 1 ] data_type: {t} }} ] }} ] }}"
+        )
+    ),
+    NUMBER.map(lambda n: f"optimization {{ graph {{ level: {n} }} }}"),
+    NUMBER.map(lambda n: f"dynamic_batching {{ priority_levels: {n} default_priority_level: 2 }}"),
 )
 
 
@@ -279,7 +295,11 @@ LATER_RULES = {"config-paths"}
 
 
 @pytest.mark.triton
-@hypothesis_settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@hypothesis_settings(
+    max_examples=int(os.environ.get("MODEL_BUILD_TRITON_EXAMPLES", "3")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(st.lists(st.lists(ORT_LINES, min_size=1, max_size=3), min_size=6, max_size=10))
 def test_triton_agrees_with_check_on_mutated_configs(configs):
     """Every model fails in this CPU Triton (no ONNX Runtime backend), so the server exits by itself; what
