@@ -355,3 +355,65 @@ def test_usage_errors_exit_2(tmp_path: Path, argv: list[str]) -> None:
     with pytest.raises(SystemExit) as raised:
         main(["cost", "--config", "config/dev.yaml", *argv])
     assert raised.value.code == 2
+
+
+def test_price_list_path_end_to_end(tmp_path: Path, capsys, monkeypatch) -> None:
+    """--price-source price-list: every hosting and GPU-build price from GetProducts (Stubber-validated requests)."""
+    import boto3
+    from botocore.stub import ANY, Stubber
+    from test_cost_prices import price_item
+
+    from endpoint_client import prices as prices_module
+
+    client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stubber = Stubber(client)
+    hosting = price_item({"instanceName": "ml.g5.xlarge", "regionCode": "us-east-1", "component": "Hosting"}, "1.25")
+    build = price_item({"servicecode": "CodeBuild", "usagetype": "Build-Min:LinuxGPU:g1.small"}, "0.2", "Minutes")
+    request = {"ServiceCode": ANY, "FormatVersion": "aws_v1", "Filters": ANY}
+    stubber.add_response("get_products", {"PriceList": [hosting]}, request)  # one call: cached for both endpoints
+    stubber.add_response("get_products", {"PriceList": [build]}, request)
+    stubber.activate()
+    monkeypatch.setattr(prices_module.PriceListPrices, "from_boto3", classmethod(lambda cls: cls(client)))
+    report = run_json(capsys, "--config", str(stage_file(tmp_path)), "--price-source", "price-list")
+    stubber.assert_no_pending_responses()
+    assert report["price_source"].startswith("AWS Price List API")
+    assert report["total_monthly_usd_min"] == pytest.approx(2 * 1.25 * HOURS)
+    assert all(b["max_usd_per_build"] == pytest.approx(0.2 * 120) for b in report["gpu_builds"]["builds"])
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_any_loadtest_document_is_read_or_refused_cleanly(tmp_path_factory) -> None:
+    """Whatever JSON the load-test file holds, it is read or refused with InvalidInputError naming the file."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from endpoint_client.cost_loadtest import read_loadtest, sustainable_rate
+    from endpoint_client.errors import InvalidInputError
+
+    values = st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+        max_leaves=20,
+    )
+    level = st.fixed_dictionaries(
+        {"inferences_per_s": values, "ok": values, "errors": st.dictionaries(st.text(max_size=5), values, max_size=2)}
+    )
+    documents = values | st.fixed_dictionaries(
+        {"schema_version": st.just(1), "instances": values, "levels": st.lists(level, max_size=3)}
+    )
+    folder = tmp_path_factory.mktemp("loadtests")
+
+    @settings(max_examples=150, deadline=None)
+    @given(documents)
+    def check(document: object) -> None:
+        path = folder / "loadtest.json"
+        path.write_text(json.dumps(document))  # NaN/Infinity are written as JSON does and refused on reading
+        try:
+            test = read_loadtest(path)
+        except InvalidInputError as error:
+            assert str(path) in str(error)
+            return
+        rate = sustainable_rate(test)
+        assert rate is None or rate > 0
+
+    check()

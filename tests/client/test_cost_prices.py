@@ -197,3 +197,63 @@ def test_bad_snapshot_names_file_and_field(tmp_path: Path, content: str, message
     with pytest.raises(PriceError) as raised:
         SnapshotPrices(path)
     assert str(path) in str(raised.value) and message in str(raised.value)
+
+
+def test_credentials_decide_the_default_source(monkeypatch, tmp_path: Path) -> None:
+    """--price-source auto: the Price List API when boto3 finds credentials, else the snapshot."""
+    from endpoint_client.prices import credentials_available
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", raising=False)
+    monkeypatch.delenv("AWS_WEB_IDENTITY_TOKEN_FILE", raising=False)
+    assert credentials_available() is False
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    assert credentials_available() is True
+
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=20), inner, max_size=4),
+    max_leaves=20,
+)
+HOSTING_ROW = st.fixed_dictionaries(
+    {
+        "region": st.sampled_from(["us-east-1", "eu-west-1", "moon"]),
+        "instance_type": st.sampled_from(["ml.g5.xlarge", "ml.q9.huge", ""]),
+        "hourly_usd": st.one_of(st.floats(allow_nan=False), st.integers(), st.text(max_size=5)),
+        "source": st.sampled_from(["https://x", "http://x", ""]),
+        "retrieved": st.sampled_from(["2026-11-27", "yesterday"]),
+    }
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    document=JSON_VALUES
+    | st.fixed_dictionaries(
+        {"schema_version": st.just(1), "currency": st.just("USD"), "description": st.text(max_size=10)},
+        optional={"sagemaker_hosting": st.lists(HOSTING_ROW, max_size=3)},
+    )
+)
+def test_any_snapshot_document_is_read_or_refused_cleanly(tmp_path: Path, document: object) -> None:
+    """Whatever JSON a snapshot file holds, it is read or refused with a PriceError naming the file; never another
+    exception."""
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps(document))
+    try:
+        snapshot = SnapshotPrices(path)
+    except PriceError as error:
+        assert str(path) in str(error)
+        return
+    for row in snapshot.snapshot.sagemaker_hosting:
+        assert row.hourly_usd > 0 and row.instance_type in INSTANCE_TYPES
