@@ -26,11 +26,11 @@ from endpoint_client import loadtest_report as report
 from endpoint_client import presets
 from endpoint_client.cli import _component_name, _positive_int, _target_model, collect_inputs
 from endpoint_client.client import EndpointClient
-from endpoint_client.codec import Encoding, decode_response, encode_request, error_message
+from endpoint_client.codec import Encoding, encode_request, error_message
 from endpoint_client.errors import EndpointClientError, EndpointError, InvalidInputError
 from endpoint_client.limits import INVOCATION_TIMEOUT_SECONDS, MAX_PAYLOAD_BYTES
 from endpoint_client.retry import RetryPolicy
-from endpoint_client.transport import SageMakerTransport, http_request
+from endpoint_client.transport import SageMakerTransport
 from model_build.atomic import atomic_file
 
 DEFAULT_VARIANT = "AllTraffic"  # triton_cdk.serving.endpoint.DEFAULT_VARIANT_NAME (the stage config's default)
@@ -315,12 +315,7 @@ def _target(args: argparse.Namespace, tensors: dict, encoding: Encoding) -> tupl
     if args.triton:
         described = {"kind": "triton", "url": args.triton, "model": args.model_name}
         target = lt.triton_target(args.triton, args.model_name, request, timeout=args.timeout)
-        status, body, content_type = http_request(
-            "POST", target.url, target.body, target.headers, args.timeout, max_reply_bytes=MAX_PAYLOAD_BYTES
-        )
-        if status != 200:
-            raise EndpointError(f"{args.model_name} at {args.triton}", error_message(body), status=status)
-        decode_response(body, content_type)
+        _triton_first_request(args, target)
         return target, described
     if args.local:
         client = EndpointClient.for_url(args.local, model_name=args.model_name, encoding=encoding, retry=retry)
@@ -341,6 +336,30 @@ def _target(args: argparse.Namespace, tensors: dict, encoding: Encoding) -> tupl
         **route,
     }
     return lt.SageMakerTarget(transport, request, **route), described
+
+
+def _triton_first_request(args: argparse.Namespace, target: lt.HttpTarget) -> None:
+    """One request to Triton's KServe route; its reply's JSON length is in Inference-Header-Content-Length."""
+    import tritonclient.http as triton_http
+
+    from endpoint_client.triton_backend import TritonHTTP
+
+    where = f"{args.model_name} at {args.triton}"
+    port = urllib.parse.urlsplit(args.triton).port or 80
+    path = urllib.parse.urlsplit(target.url).path
+    try:
+        status, body, headers = TritonHTTP(port).request(
+            "POST", path, target.body, target.headers, timeout=args.timeout, max_reply_bytes=MAX_PAYLOAD_BYTES
+        )
+    except OSError as error:
+        raise EndpointError(where, f"cannot reach {args.triton}: {error}") from None
+    if status != 200:
+        raise EndpointError(where, error_message(body), status=status)
+    size = headers.get("inference-header-content-length")
+    try:
+        triton_http.InferenceServerClient.parse_response_body(body, header_length=int(size) if size else None)
+    except Exception as error:  # tritonclient raises assorted errors on a reply it cannot read
+        raise EndpointError(where, f"unreadable reply ({len(body)} bytes): {error}") from None
 
 
 def run_loadtest(args: argparse.Namespace) -> int:
