@@ -181,9 +181,12 @@ class SageMakerTarget:
         try:
             self._transport.send(self.request, target_model=self.target_model, **self.component)
         except EndpointError as error:
-            return str(error.status) if error.status else (error.code or "error")
+            if error.status or error.code:
+                return str(error.status) if error.status else str(error.code)
+            # no answer at all (botocore's connection and read errors, as SageMakerTransport words them)
+            return TIMEOUT if "timeout" in error.server_message.lower() else UNREACHABLE
         except EndpointClientError:
-            return REPLY_TOO_LARGE
+            return "client-error"
         return None
 
     async def send(self) -> str | None:

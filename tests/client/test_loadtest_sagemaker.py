@@ -200,3 +200,31 @@ def test_no_credentials_is_a_clean_error(monkeypatch: pytest.MonkeyPatch, capsys
     code = main(["loadtest", "--endpoint", "ep", "--region", "us-east-1", *TENSOR, "--quiet", "--attempts", "1"])
     err = capsys.readouterr().err
     assert code == 1 and "credentials" in err.lower() and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("raised", "key"),
+    [
+        (None, None),
+        ("status", "424"),
+        ("code", "ModelNotReadyException"),
+        ("Read timeout on endpoint URL: ...", "timeout"),
+        ("Could not connect to the endpoint URL: ...", "unreachable"),
+    ],
+)
+def test_sagemaker_errors_are_keyed_by_status_code_or_kind(raised: str | None, key: str | None) -> None:
+    from endpoint_client.errors import EndpointError
+    from endpoint_client.loadtest import SageMakerTarget
+
+    class Transport:
+        def send(self, request, **route):
+            if raised == "status":
+                raise EndpointError("m", "boom", status=424, code="ModelError")
+            if raised == "code":
+                raise EndpointError("m", "loading", code="ModelNotReadyException")
+            if raised:
+                raise EndpointError("m", raised)
+
+    target = SageMakerTarget(lambda connections: Transport(), encode_request({"x": __import__("numpy").ones(1)}))
+    target._transport = Transport()
+    assert target._send() == key
