@@ -219,21 +219,40 @@ def well_formed(problem: Problem) -> bool:
     )
 
 
+ORT_MODEL_BASE = (
+    'name: "m"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 4\n'
+    'input [ { name: "in0" data_type: TYPE_FP32 dims: [ 3 ] } ]\n'
+    'output [ { name: "out0" data_type: TYPE_FP32 dims: [ 3 ] } ]\n'
+    "instance_group [ { kind: KIND_CPU } ]\n"
+)
+IO_LINES = st.one_of(
+    st.tuples(st.sampled_from(["input", "output"]), st.sampled_from(["in0", "out0", "x"]),
+              st.sampled_from(["TYPE_FP32", "TYPE_INT64", "TYPE_STRING"]), st.lists(NUMBER, max_size=3)).map(
+        lambda t: f'{t[0]} [ {{ name: "{t[1]}" data_type: {t[2]} dims: {t[3]} }} ]'
+    ),
+)  # fmt: skip
+
+
 @BOUNDED
-@given(mutations())
-@example([("folder", "9223372036854775808")])
-@example([("append", 'runtime: "../../x.so"')])
-@example([("bytes", b"")])
-@example([("append", 'parameters { key: "EXECUTION_ENV_PATH" value { string_value: "/opt/env" } }')])
-@example([("hard-link", None)])
-@example([("append", 'name: "other"')])
-def test_check_judges_every_mutation_and_package_agrees(steps):
+@given(st.sampled_from(["python", "onnxruntime"]), mutations(), st.lists(IO_LINES, max_size=2))
+@example("python", [("folder", "9223372036854775808")], [])
+@example("python", [("append", 'runtime: "../../x.so"')], [])
+@example("python", [("bytes", b"")], [])
+@example("python", [("append", 'parameters { key: "EXECUTION_ENV_PATH" value { string_value: "/opt/env" } }')], [])
+@example("python", [("hard-link", None)], [])
+@example("python", [("append", 'name: "other"')], [])
+def test_check_judges_every_mutation_and_package_agrees(base, steps, io_lines):
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         repo = work / "repo"
         (repo / "m" / "1").mkdir(parents=True)
-        (repo / "m" / "1" / "model.py").write_text("class TritonPythonModel:\n    pass\n")
-        (repo / "m" / "config.pbtxt").write_text(BASE)
+        if base == "python":
+            (repo / "m" / "1" / "model.py").write_text("class TritonPythonModel:\n    pass\n")
+            config = BASE
+        else:
+            graph(repo / "m" / "1" / "model.onnx", [(TensorProto.FLOAT, ["batch", 3])])
+            config = ORT_MODEL_BASE
+        (repo / "m" / "config.pbtxt").write_text(config + "".join(f"{line}\n" for line in io_lines))
         (work / "outside.bin").write_bytes(b"outside the repository")
         mutate(repo, work / "outside.bin", steps)
 
