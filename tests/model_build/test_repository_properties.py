@@ -43,6 +43,7 @@ from model_build.stage_repository import write_onnx_model
 BOUNDED = hypothesis_settings(
     max_examples=int(os.environ.get("MODEL_BUILD_PROPERTY_EXAMPLES", "40")),
     deadline=None,
+    database=None,  # nothing written into the working tree; the regression corpus is the @examples
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 
@@ -317,6 +318,7 @@ LATER_RULES = {"config-paths"}
 @hypothesis_settings(
     max_examples=int(os.environ.get("MODEL_BUILD_TRITON_EXAMPLES", "3")),
     deadline=None,
+    database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 @given(st.lists(st.lists(ORT_LINES, min_size=1, max_size=3), min_size=6, max_size=10))
