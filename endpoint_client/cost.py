@@ -264,6 +264,12 @@ def format_text(report: dict[str, Any]) -> str:
                 f"  sustainable {test['sustainable_inferences_per_second']:g} inferences/s: "
                 f"{_usd(test['usd_per_million_inferences'])} per million inferences"
             )
+    sources = sorted(
+        {v["price_note"] for e in report["endpoints"] for v in e["variants"] if v["hourly_usd"] is not None}
+        | {b["price_note"] for b in builds["builds"] if b["minute_usd"] is not None}
+    )
+    if sources:
+        lines += ["", "Price sources:"] + [f"  {source}" for source in sources]
     if report["unknown_prices"]:
         lines += ["", "Unknown prices (no figure is guessed):"] + [f"  {note}" for note in report["unknown_prices"]]
     return "\n".join(lines)

@@ -154,7 +154,7 @@ class SnapshotPrices:
         self._builds = {(p.region, p.compute_type): p for p in self.snapshot.codebuild_gpu}
         dates = sorted({p.retrieved for p in [*self.snapshot.sagemaker_hosting, *self.snapshot.codebuild_gpu]})
         when = f"recorded {dates[0]}" + (f" to {dates[-1]}" if len(dates) > 1 else "") if dates else "empty"
-        self.description = f"price snapshot {self.path.name} ({when}; sources per price: --json, or the file)"
+        self.description = f"price snapshot {self.path} ({when}; each price's source is listed with it)"
 
     def hosting_hourly(self, instance_type: str, region: str) -> Price:
         entry = self._hosting.get((region, instance_type))

@@ -417,3 +417,15 @@ def test_any_loadtest_document_is_read_or_refused_cleanly(tmp_path_factory) -> N
         assert rate is None or rate > 0
 
     check()
+
+
+def test_text_names_each_price_source(tmp_path: Path, capsys) -> None:
+    """The issue: a snapshot price is printed with its source and date."""
+    config = stage_file(tmp_path)
+    prices = snapshot_file(tmp_path, {"ml.g5.xlarge": 1.5}, build_minute=0.25)
+    assert main(["cost", "--config", str(config), "--price-snapshot", str(prices)]) == 0
+    out = capsys.readouterr().out
+    assert f"price snapshot {prices} (recorded 2026-11-27" in out
+    assert "https://example.test/prices, recorded 2026-11-27" in out
+    assert "https://example.test/codebuild, recorded 2026-11-27" in out
+    assert "$1,095.00 - $2,190.00 a month" in out and "at most $30.00 per build" in out
