@@ -8,6 +8,9 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# uv installs both venvs (the lock below; mk/local.mk's Triton venv).
+UV_VERSION := 0.13.8
+UV := $(BIN)/uv
 STAGE ?= dev
 STAGES := dev prod
 # The default stage synthesizes into cdk.out/, others into cdk.out-<stage>/.
@@ -23,22 +26,32 @@ export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: bootstrap synth synth-stage synth-pipeline synth-all test lint pytest cfn-lint clean deploy diff destroy \
-	deploy-pipeline
+.PHONY: bootstrap lock synth synth-stage synth-pipeline synth-all test lint pytest cfn-lint clean deploy diff destroy \
+	deploy-pipeline stale-stacks
 
 # Area-specific targets (e.g. mk/local.mk: the local Triton endpoint and its environment).
 TRITON_ENV_STAMP :=
 -include mk/*.mk
 
-# Re-run pip when a requirements file changes (the stamp is older than it).
+# The venv is installed by uv from requirements-dev.lock: every package, direct or not, pinned with its hashes,
+# so nothing is resolved at install time (bench/README.md "Bootstrap": 372 s with pip on a fresh machine, 24 s
+# with uv). requirements.txt / requirements-dev.txt stay the files people edit; `make lock` regenerates the lock
+# from them, and a test fails while the two disagree. Re-run when the lock changes (the stamp is older than it).
 # The project itself is installed editable without dependencies: it only adds the console scripts
 # model-build and triton-endpoint (pyproject.toml).
-$(BIN)/.requirements.stamp: requirements.txt requirements-dev.txt pyproject.toml
+LOCK_FLAGS := --universal --python-version 3.11 --generate-hashes --quiet
+
+$(UV):
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -m pip install --quiet uv==$(UV_VERSION)
+
+$(BIN)/.requirements.stamp: requirements-dev.lock pyproject.toml | $(UV)
+	$(UV) pip install --quiet --python $(BIN)/python --require-hashes -r requirements-dev.lock
+	$(UV) pip install --quiet --python $(BIN)/python --no-deps -e .
 	@touch $@
+
+lock: | $(UV)
+	$(UV) pip compile requirements-dev.txt $(LOCK_FLAGS) -o requirements-dev.lock
 
 node_modules/.package.stamp: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
@@ -74,6 +87,16 @@ CDK_ARGS ?=
 
 deploy: synth-stage
 	$(CDK) deploy --app $(OUTDIR) $(STAGE_STACKS) $(CDK_FLAGS) --require-approval broadening $(CDK_ARGS)
+	@$(BIN)/python -m stacks.stale_stacks --app $(OUTDIR) --stage $(STAGE) $(STALE_ARGS)
+
+# Deployed Triton-<stage>-* stacks the app no longer has (an endpoint removed from the config): `cdk deploy`
+# never deletes them and `cdk destroy` cannot; this lists them with the command that deletes each (it deletes
+# nothing). Needs AWS credentials (AWS_PROFILE=... make stale-stacks); says so and skips without them.
+# STALE_ARGS=--fail-on-stale exits 1 when it finds one (CI); --region/--profile as for the AWS CLI.
+STALE_ARGS ?=
+
+stale-stacks: synth-stage
+	$(BIN)/python -m stacks.stale_stacks --app $(OUTDIR) --stage $(STAGE) $(STALE_ARGS)
 
 diff: synth-stage
 	$(CDK) diff --app $(OUTDIR) $(STAGE_STACKS) $(CDK_FLAGS) $(CDK_ARGS)
