@@ -55,10 +55,21 @@ DIM = st.sampled_from(["batch", "seq", 1, 2, 3])
 TENSOR = st.tuples(st.sampled_from(ELEMENT_TYPES), st.lists(DIM, min_size=0, max_size=3))
 
 
-def graph(path: Path, tensors: list[tuple[int, list]]) -> Path:
-    """One Identity per input, so each output has its input's type and shape."""
+def graph(path: Path, tensors: list[tuple[int, list]], loose: tuple[bool, ...] = ()) -> Path:
+    """One Identity per input, so each output has its input's type and shape; a `loose` output declares its
+    fixed dims as symbols, which ONNX Runtime's shape inference makes fixed again (issue #22 B1)."""
     inputs = [helper.make_tensor_value_info(f"in{i}", kind, dims) for i, (kind, dims) in enumerate(tensors)]
-    outputs = [helper.make_tensor_value_info(f"out{i}", kind, dims) for i, (kind, dims) in enumerate(tensors)]
+    outputs = [
+        helper.make_tensor_value_info(
+            f"out{i}",
+            kind,
+            [
+                f"o{i}_{axis}" if i < len(loose) and loose[i] and isinstance(d, int) else d
+                for axis, d in enumerate(dims)
+            ],
+        )
+        for i, (kind, dims) in enumerate(tensors)
+    ]
     nodes = [helper.make_node("Identity", [f"in{i}"], [f"out{i}"]) for i in range(len(tensors))]
     return save(helper.make_model(helper.make_graph(nodes, "g", inputs, outputs), opset_imports=OPSET), path)
 
@@ -88,7 +99,9 @@ def model_settings(draw, tensors: list[tuple[int, list]]) -> dict:
 @st.composite
 def model_cases(draw):
     tensors = draw(st.lists(TENSOR, min_size=1, max_size=3))
-    return tensors, draw(model_settings(tensors)), draw(st.sampled_from([None, "24.01", "24.05", "24.09", "25.04"]))
+    loose = tuple(draw(st.lists(st.booleans(), min_size=len(tensors), max_size=len(tensors))))
+    release = draw(st.sampled_from([None, "24.01", "24.05", "24.09", "25.04"]))
+    return tensors, draw(model_settings(tensors)), release, loose
 
 
 @BOUNDED
@@ -98,14 +111,15 @@ def model_cases(draw):
 @example(([(TensorProto.FLOAT, ["batch", "seq"])], {"name": "m", "source": {"path": "m.onnx"},
           "platform": "onnxruntime_onnx", "max_batch_size": 4, "warmup": True}, None))  # fmt: skip
 def test_config_never_writes_what_check_or_package_refuses(case):
-    tensors, fields, release = case
+    tensors, fields, release, *rest = case
+    loose = rest[0] if rest else ()
     try:
         model = ModelSettings.model_validate(fields)
     except ValidationError:
         assume(False)  # the settings schema refuses it: the loader's tests own that
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
-        onnx_path = graph(work / "m.onnx", tensors)
+        onnx_path = graph(work / "m.onnx", tensors, loose)
         try:
             write_onnx_model(work / "repo", model, onnx_path, release, with_onnx=True)
         except ModelBuildError as error:
