@@ -116,6 +116,9 @@ def preflight_problems(
 # `model_build build` fetches: model_build.calibration). It does not yet (triton_cdk/artifact_build sets no such
 # variable), so an INT8 model with a local cache is refused here rather than built uncalibrated.
 LOCAL_CALIBRATION_SHIPPED = False
+# Whether the build project's role may read an s3:// `tensorrt.calibration_cache` (triton_cdk/artifact_build grants
+# s3:GetObject on the model sources only, so not yet).
+S3_CALIBRATION_READABLE = False
 
 
 def _calibration_problems(settings: ModelSettings) -> list[tuple[str, str]]:
@@ -124,6 +127,8 @@ def _calibration_problems(settings: ModelSettings) -> list[tuple[str, str]]:
     if settings.platform != "tensorrt_plan" or trt.precision != "int8" or trt.calibration_cache is None:
         return []
     if trt.calibration_cache.startswith("s3://"):
+        if S3_CALIBRATION_READABLE:
+            return []
         return [
             (
                 "tensorrt.calibration_cache",
