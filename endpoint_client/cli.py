@@ -20,6 +20,7 @@ import numpy as np
 from endpoint_client import cost as cost_command
 from endpoint_client import inputs as input_files
 from endpoint_client import presets
+from endpoint_client import recommend as recommend_command
 from endpoint_client.client import EndpointClient
 from endpoint_client.codec import Encoding
 from endpoint_client.errors import InvalidInputError
@@ -208,6 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
     cost = commands.add_parser("cost", help="what a stage's endpoints and GPU builds cost (docs/performance.md)")
     cost_command.add_arguments(cost)
     cost.set_defaults(run=cost_command.run)
+    recommend = commands.add_parser("recommend", help="Inference Recommender load tests (docs/performance.md)")
+    recommend_command.add_arguments(recommend)
+    recommend.set_defaults(run=recommend_command.run)
     from endpoint_client.loadtest_cli import add_loadtest_parser  # imports this module: registered once it is loaded
 
     add_loadtest_parser(commands)
