@@ -100,7 +100,15 @@ def preflight_problems(
         signature = inspect_model(onnx_path)
         text = pbtxt.generate(signature, effective, triton_release)
         if effective.platform == "tensorrt_plan":
-            trtexec_argv(signature, effective, engine_path=Path("model.plan"), timing_cache=Path("timing.cache"))
+            # The build fetches the calibration cache itself (model_build.calibration; _calibration_problems above).
+            calibration = Path("calibration.cache") if effective.tensorrt.precision == "int8" else None
+            trtexec_argv(
+                signature,
+                effective,
+                engine_path=Path("model.plan"),
+                timing_cache=Path("timing.cache"),
+                calibration_cache=calibration,
+            )
     except ModelBuildError as error:
         return [*problems, ("source.path", str(error))]
     # generate() ran the release's rules; the instance type adds the GPU rules (count, kind, compute capability).

@@ -118,3 +118,12 @@ def test_synth_refuses_an_int8_cache_that_cannot_reach_the_build(tmp_path, cache
     problems = preflight_problems(model, instance_type_name="ml.g5.xlarge", triton_release="24.09", base_dir=tmp_path)
     assert [field for field, _ in problems] == ["tensorrt.calibration_cache"]
     assert message in problems[0][1]
+
+
+def test_synth_reports_an_int8_cache_once_for_a_local_source(tmp_path):
+    """The trtexec command is generated at synth with the build's fetched cache in mind: one problem, the field's."""
+    dynamic_batch_model(tmp_path / "dyn.onnx")
+    int8 = {"precision": "int8", "calibration_cache": "s3://bucket/calib.cache"}
+    model = settings("m", source={"path": "dyn.onnx"}, tensorrt=int8)
+    problems = preflight_problems(model, instance_type_name="ml.g5.xlarge", triton_release="24.09", base_dir=tmp_path)
+    assert [field for field, _ in problems] == ["tensorrt.calibration_cache"]
