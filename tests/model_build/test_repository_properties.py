@@ -110,6 +110,8 @@ def model_cases(draw):
           "max_batch_size": 0, "dynamic_batching": {"enabled": False}, "warmup": True}, None))  # fmt: skip
 @example(([(TensorProto.FLOAT, ["batch", "seq"])], {"name": "m", "source": {"path": "m.onnx"},
           "platform": "onnxruntime_onnx", "max_batch_size": 4, "warmup": True}, None))  # fmt: skip
+@example(([(TensorProto.FLOAT, [1])], {"name": "m", "source": {"path": "m.onnx"}, "platform": "onnxruntime_onnx",
+          "max_batch_size": 1, "instance_groups": [{"kind": "KIND_CPU"}], "warmup": False}, None))  # fmt: skip
 def test_config_never_writes_what_check_or_package_refuses(case):
     tensors, fields, release, *rest = case
     loose = rest[0] if rest else ()
