@@ -24,6 +24,7 @@ from constructs import Construct
 from triton_cdk.artifact_build.gpu_regions import gpu_build_region_rule_description
 from triton_cdk.artifacts import ArtifactStore
 from triton_cdk.config import AppConfig
+from triton_cdk.errors import InvalidPropsError
 from triton_cdk.images import TritonImageLookup
 from triton_cdk.roles import ModelBuildRole, SageMakerExecutionRole
 
@@ -140,7 +141,7 @@ class ArtifactStack(cdk.Stack):
     def imports_for(self, scope: Construct) -> ArtifactImports:
         """This stack's shared resources, imported by export name into `scope` (a stack of the same stage)."""
         if cdk.Stack.of(scope) is self:
-            raise ValueError("imports_for: the artifact stack uses its own resources, not its exports")
+            raise InvalidPropsError("imports_for: the artifact stack uses its own resources, not its exports")
         # An import is no reference CDK sees: order the deploy (and the destroy) explicitly.
         cdk.Stack.of(scope).add_stack_dependency(self, "imports the artifact stack's named exports")
         names = {output_id: output.export_name for output_id, output in self.exports.items()}
@@ -180,7 +181,7 @@ class ArtifactStack(cdk.Stack):
 def add_gpu_region_rule(stack: cdk.Stack, computes: Sequence[str], regions: Sequence[str]) -> cdk.CfnRule:
     """A `Rules` entry `GpuBuildRegion`: `Fn::Contains` [regions, {"Ref": "AWS::Region"}]."""
     if not regions:
-        raise ValueError(f"{stack.stack_name}: no region offers every GPU build compute {sorted(computes)}")
+        raise InvalidPropsError(f"{stack.stack_name}: no region offers every GPU build compute {sorted(computes)}")
     return cdk.CfnRule(
         stack,
         "GpuBuildRegion",

@@ -134,3 +134,41 @@ def placement_problem(
                 f"{needed:g} {resource}; {max_instances} x {instance.name} offer {per_instance * max_instances:g}"
             )
     return None
+
+
+def update_headroom_problem(
+    instance: InstanceType,
+    max_instances: int,
+    copies: dict[str, tuple[int, ComputeRequirements]],
+    batch_copies: int = 1,
+) -> str | None:
+    """What a rolling update needs, when the components of one endpoint update one after another.
+
+    `copies`: {component: (its most copies, requirements)}. A rolling step "provisions capacity on the new
+    endpoint fleet, routes traffic to that fleet, and terminates capacity on the old endpoint fleet"
+    (SageMaker API reference, InferenceComponentRollingUpdatePolicy.MaximumBatchSize): while a component
+    updates, `batch_copies` new copies of it run beside all the old ones. The components of an endpoint are
+    chained (DependsOn, `TritonInferenceComponent`), so CloudFormation updates one at a time (CloudFormation
+    User Guide, "DependsOn attribute": it overrides the default parallelism of creates, updates and deletes).
+    Per resource: every component at its most copies, plus the largest one batch of any single component.
+    Without the chain every component could be mid-update at once and each would need its own batch."""
+    if not copies:
+        return None
+    resources = {
+        "GPUs": (lambda r: r.accelerators or 0, instance.gpu_count),
+        "vCPUs": (lambda r: r.cpu_cores, instance.vcpus),
+        "MB of memory": (lambda r: r.min_memory_mb, memory_mb(instance)),
+    }
+    for resource, (amount, per_instance) in resources.items():
+        steady = sum(n * amount(r) for n, r in copies.values())
+        # The first of the largest, in the components' order (the order they are chained in).
+        batch, biggest = max(((batch_copies * amount(r), name) for name, (_, r) in copies.items()), key=lambda t: t[0])
+        offered = per_instance * max_instances
+        if steady + batch > offered:
+            return (
+                f"at their most copies ({', '.join(f'{name} x {n}' for name, (n, _) in copies.items())}) the "
+                f"components hold {steady:g} {resource}, and a rolling update of {biggest} starts {batch_copies} "
+                f"new cop{'y' if batch_copies == 1 else 'ies'} ({batch:g} more) before it stops an old one: "
+                f"{steady + batch:g} needed, {max_instances} x {instance.name} offer {offered:g}"
+            )
+    return None

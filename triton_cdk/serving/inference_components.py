@@ -345,7 +345,7 @@ class TritonInferenceComponent(_ComponentBase):
         if endpoint.components:
             # One rolling update at a time (TritonComponentEndpoint): without this, CloudFormation updates the
             # components of an endpoint in parallel and every one starts its new copies at once.
-            self.resource.add_dependency(endpoint.components[-1].resource)
+            self.resource.add_resource_dependency(endpoint.components[-1].resource)
         endpoint.components.append(self)
         self.max_copies = copy_count
 
