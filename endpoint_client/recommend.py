@@ -25,10 +25,11 @@ from endpoint_client.recommend_request import (
     TUNABLE_VARIABLES,
     Deployment,
     JobSettings,
+    PayloadEncoding,
     TrafficPhase,
     create_model_request,
     dry_run_document,
-    enum,
+    enum_values,
     job_name,
     job_request,
     limit,
@@ -142,15 +143,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S3URI",
         help=f"where to upload the sample payload (default: s3://<artifact bucket>/{PAYLOAD_PREFIX})",
     )
-    parser.add_argument(
-        "--model-config",
-        type=Path,
-        metavar="PATH",
-        help="the model's config.pbtxt (or model folder) to build the sample payload's inputs from "
-        "(default: config.pbtxt in the model's source.path)",
+    payload = parser.add_argument_group(
+        "sample payload: generated from the model's config.pbtxt (--model-config; default: config.pbtxt in the "
+        "model's source.path), or given as invoke takes inputs"
     )
-    parser.add_argument(
-        "--batch-size", type=_bounded_int(1, None, "--batch-size"), default=1, help="batch of the sample payload"
+    payload.add_argument("--model-config", type=Path, metavar="PATH", help="the model's config.pbtxt (or model folder)")
+    payload.add_argument(
+        "--batch-size", type=_bounded_int(1, None, "--batch-size"), default=1, help="--model-config: batch size"
+    )
+    payload.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy|FILE.npz", help="as invoke")
+    payload.add_argument("--tensor", action="append", default=[], metavar="NAME=DTYPE:SHAPE:VALUES", help="as invoke")
+    payload.add_argument("--inputs-json", type=Path, metavar="FILE", help="as invoke")
+    payload.add_argument("--raw", action="append", default=[], metavar="NAME=FILE", help="as invoke")
+    payload.add_argument("--raw-shape", default="1", metavar="SHAPE", help="as invoke")
+    payload.add_argument(
+        "--encoding",
+        choices=[e.value for e in PayloadEncoding],
+        default=PayloadEncoding.JSON.value,
+        help="json (default; KServe v2 JSON) or binary (binary+json: needed for bytes that are not UTF-8 text)",
     )
     parser.add_argument("--users", type=_bounded_int(*USERS, "--users"), default=1, help="initial users, 1-3 (1)")
     parser.add_argument(
@@ -221,7 +231,9 @@ def _instance_types(text: str, config_file: Path, model: Any, config: Any) -> li
     most = int(limit("CreateInferenceRecommendationsJob", "InputConfig", "EndpointConfigurations", key="max"))
     if not all(names) or len(names) > most or len(set(names)) != len(names):
         raise InvalidInputError(f"--instance-types {text[:200]!r}: 1-{most} different types, comma-separated")
-    offered = set(enum("CreateInferenceRecommendationsJob", "InputConfig", "EndpointConfigurations", "InstanceType"))
+    offered = set(
+        enum_values("CreateInferenceRecommendationsJob", "InputConfig", "EndpointConfigurations", "InstanceType")
+    )
     needs_gpu = any(m.uses_gpu or m.needs_gpu_build for m in config.served_models([model.name]))
     types = []
     for name in names:
@@ -282,6 +294,15 @@ def _bucket(args: argparse.Namespace, config: Any) -> str:
 def _payload_inputs(args: argparse.Namespace, model: Any) -> dict[str, Any]:
     from triton_cdk.config.loader import PROJECT_ROOT
 
+    given = any((args.input, args.tensor, args.inputs_json, args.raw))
+    if given and args.model_config:
+        raise InvalidInputError("give inputs as invoke takes them or --model-config to generate them, not both")
+    if given:
+        if args.batch_size != 1:
+            raise InvalidInputError("--batch-size goes with --model-config")
+        from endpoint_client.cli import collect_inputs
+
+        return collect_inputs(argparse.Namespace(**vars(args), preset=None, image=None, text=None, rename=[]))
     path = args.model_config
     if path is None:
         folder = model.source.path if model.source is not None else None
@@ -289,7 +310,8 @@ def _payload_inputs(args: argparse.Namespace, model: Any) -> dict[str, Any]:
         if candidate is None or not candidate.is_file():
             raise InvalidInputError(
                 f"--model-config: model {model.name!r} has no config.pbtxt in its source folder; give the built "
-                "model's config.pbtxt (e.g. from its model.tar.gz, or `python -m model_build config`)"
+                "model's config.pbtxt (e.g. from its model.tar.gz, or `python -m model_build config`), or the inputs "
+                "as invoke takes them (--input, --tensor, --inputs-json, --raw)"
             )
         path = candidate
     return read_model_config_inputs(path, args.batch_size)
@@ -395,7 +417,7 @@ def plan_requests(args: argparse.Namespace) -> tuple[list[dict[str, Any]], bytes
     config = _load_config(args.config)
     groups, model = deployments(args, config)
     tensors = _payload_inputs(args, model)
-    payload = payload_archive(tensors)
+    payload, content_type = payload_archive(tensors, PayloadEncoding(args.encoding))
     base = args.job_name or f"{config.stage}-{model.name}-{time.strftime('%Y%m%d%H%M%S', time.gmtime())}"
     if args.payload_s3_uri:
         bucket, prefix = s3_location(args.payload_s3_uri, "--payload-s3-uri")
@@ -417,7 +439,7 @@ def plan_requests(args: argparse.Namespace) -> tuple[list[dict[str, Any]], bytes
                     "SHA256": hashlib.sha256(payload).hexdigest(),
                 },
                 "CreateInferenceRecommendationsJob": job_request(
-                    group, name=name, model_name=name, payload_url=url, settings=settings
+                    group, name=name, model_name=name, payload_url=url, content_type=content_type, settings=settings
                 ),
                 "Endpoint": group.endpoint,
             }

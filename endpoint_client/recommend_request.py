@@ -15,6 +15,7 @@ distinct artifact, and an artifact the stage does not build is refused (the job 
 
 from __future__ import annotations
 
+import enum
 import io
 import json
 import re
@@ -31,8 +32,7 @@ from endpoint_client.errors import InvalidInputError
 JOB_TYPE = "Advanced"  # RecommendationJobType enum: Default (instance recommendation) | Advanced (load test)
 TRAFFIC_TYPE = "PHASES"  # TrafficType enum: PHASES | STAIRS
 SINGLE_MODEL = "SingleModel"  # ContainerMode enum
-PAYLOAD_CONTENT_TYPE = "application/json"  # KServe v2 JSON: one fixed body IR can replay (endpoint_client.codec)
-PAYLOAD_FILE = "payload-0.json"
+PAYLOAD_FILE = "payload-0"  # .json or .bin
 PAYLOAD_ARCHIVE = "payload.tar.gz"  # RecommendationJobPayloadConfig.SamplePayloadUrl: "a single gzip compressed
 # tar archive (.tar.gz suffix)" (SageMaker API reference, RecommendationJobPayloadConfig)
 DEFAULT_MODEL_NAME = "SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"  # triton_cdk.serving.environment.DEFAULT_MODEL_NAME
@@ -71,7 +71,7 @@ def limit(operation: str, *path: str, key: str) -> Any:
     return member(operation, *path).metadata[key]
 
 
-def enum(operation: str, *path: str) -> list[str]:
+def enum_values(operation: str, *path: str) -> list[str]:
     shape = member(operation, *path)
     return list((shape.member if shape.type_name == "list" else shape).enum)
 
@@ -157,7 +157,13 @@ def create_model_request(deployment: Deployment, *, name: str, role_arn: str) ->
 
 
 def job_request(
-    deployment: Deployment, *, name: str, model_name: str, payload_url: str, settings: JobSettings
+    deployment: Deployment,
+    *,
+    name: str,
+    model_name: str,
+    payload_url: str,
+    content_type: str,
+    settings: JobSettings,
 ) -> dict[str, Any]:
     endpoint_configurations = []
     for instance in deployment.instance_types:
@@ -184,7 +190,7 @@ def job_request(
         },
         "EndpointConfigurations": endpoint_configurations,
         "ContainerConfig": {
-            "PayloadConfig": {"SamplePayloadUrl": payload_url, "SupportedContentTypes": [PAYLOAD_CONTENT_TYPE]},
+            "PayloadConfig": {"SamplePayloadUrl": payload_url, "SupportedContentTypes": [content_type]},
         },
     }
     if settings.max_parallel_tests is not None:
@@ -212,20 +218,27 @@ def job_request(
     return request
 
 
-def payload_archive(tensors: dict[str, np.ndarray]) -> bytes:
-    """The sample payload: one KServe v2 JSON request body in a gzip tar, the only file at the archive's root.
-    Deterministic bytes (fixed mtime, owner and mode), so a dry run and the real run describe the same object."""
+class PayloadEncoding(enum.StrEnum):
+    JSON = "json"
+    BINARY = "binary"
+
+
+def payload_archive(tensors: dict[str, np.ndarray], encoding: PayloadEncoding) -> tuple[bytes, str]:
+    """(the sample payload, its content type): one request body in a gzip tar, the only file at the archive's root.
+    Deterministic bytes (fixed mtime, owner and mode), so a dry run and the real run describe the same object.
+    One body, so binary+json's `json-header-size=N` is the same for every request the job replays."""
     from endpoint_client.codec import Encoding, encode_request
 
-    body = encode_request(tensors, encoding=Encoding.JSON).body
+    binary = encoding is PayloadEncoding.BINARY
+    encoded = encode_request(tensors, encoding=Encoding.BINARY if binary else Encoding.JSON)
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as archive:
-        info = tarfile.TarInfo(PAYLOAD_FILE)
-        info.size = len(body)
+        info = tarfile.TarInfo(PAYLOAD_FILE + (".bin" if binary else ".json"))
+        info.size = len(encoded.body)
         info.mode = 0o644
         info.mtime = 0
-        archive.addfile(info, io.BytesIO(body))
-    return raw.getvalue()
+        archive.addfile(info, io.BytesIO(encoded.body))
+    return raw.getvalue(), encoded.content_type
 
 
 def s3_location(text: str, option: str) -> tuple[str, str]:

@@ -50,12 +50,19 @@ def replaced(args: list, option: str, value: str | None) -> list:
         ("--config", "/nonexistent/dev.yaml", "ERROR: --config /nonexistent/dev.yaml: no such file"),
         ("--job-name", "bad_name", "ERROR: --job-name 'bad_name'"),
         ("--model-config", None, "ERROR: --model-config: model 'bert_base' has no config.pbtxt"),
+        ("--region", "mars-1", "ERROR: --region 'mars-1' is not an AWS region code"),
+        ("--region", "ap-southeast-7", "ERROR: --region ap-southeast-7: no SageMaker Triton 24.09 image"),
     ],
 )
 def test_refused_with_the_field(capsys, model_config, option, value, expected) -> None:
     assert main([*replaced(argv(model_config), option, value), "--dry-run"]) == 1
     err = capsys.readouterr().err
     assert expected in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_inputs_and_model_config_together(capsys, model_config) -> None:
+    assert main([*argv(model_config), "--tensor", "input_ids=INT32:1x128:" + ",".join(["1"] * 128), "--dry-run"]) == 1
+    assert "ERROR: give inputs as invoke takes them or --model-config" in capsys.readouterr().err
 
 
 def test_bucket_other_than_the_stages(capsys, model_config) -> None:
@@ -95,9 +102,11 @@ def test_usage_errors_name_the_option(capsys, model_config, option, value) -> No
 def test_catalogue_types_are_types_inference_recommender_tests() -> None:
     """Every catalogue type is in EndpointInputConfiguration.InstanceType's enum (botocore), so the catalogue is the
     only list a user meets."""
-    from endpoint_client.recommend_request import enum
+    from endpoint_client.recommend_request import enum_values
 
-    offered = set(enum("CreateInferenceRecommendationsJob", "InputConfig", "EndpointConfigurations", "InstanceType"))
+    offered = set(
+        enum_values("CreateInferenceRecommendationsJob", "InputConfig", "EndpointConfigurations", "InstanceType")
+    )
     assert set(INSTANCE_TYPES) <= offered
 
 

@@ -168,16 +168,50 @@ def test_the_model_is_the_stages(capsys, model_config) -> None:
 def test_sample_payload_is_one_json_request_in_a_tar_gz(model_config) -> None:
     """SamplePayloadUrl: a single gzip tar; its file is a KServe v2 JSON request with the model's inputs."""
     tensors = rr.read_model_config_inputs(model_config, batch_size=2)
-    archive = rr.payload_archive(tensors)
-    assert archive == rr.payload_archive(tensors)  # deterministic bytes: the dry run names the real object
+    archive, content_type = rr.payload_archive(tensors, rr.PayloadEncoding.JSON)
+    assert (archive, content_type) == rr.payload_archive(tensors, rr.PayloadEncoding.JSON)  # deterministic bytes
+    assert content_type == "application/json"
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
         (member,) = tar.getmembers()
         body = json.loads(tar.extractfile(member).read())
-    assert member.name == rr.PAYLOAD_FILE and member.isfile()
+    assert member.name == "payload-0.json" and member.isfile()
     assert {(i["name"], i["datatype"], tuple(i["shape"])) for i in body["inputs"]} == {
         ("input_ids", "INT32", (2, 128)),
         ("attention_mask", "INT32", (2, 128)),
     }
+
+
+def test_bytes_inputs_go_binary(capsys, tmp_path) -> None:
+    """An image ensemble takes raw bytes (TYPE_STRING), which JSON strings cannot carry: `--raw` with
+    `--encoding binary` sends one binary+json body, its json-header-size fixed in SupportedContentTypes."""
+    image = tmp_path / "cat.jpg"
+    image.write_bytes(bytes(range(256)))
+    args = [
+        "recommend",
+        "--config",
+        str(ROOT / "examples" / "config" / "ensemble.yaml"),
+        "--model",
+        "image_classifier",
+        "--instance-types",
+        "ml.g5.xlarge",
+        "--slo-p99-ms",
+        "250",
+        "--role-arn",
+        ROLE,
+        "--region",
+        "us-east-1",
+        "--raw",
+        f"image={image}",
+        "--job-name",
+        "ens",
+    ]
+    (job,) = dry_run(capsys, [*args, "--encoding", "binary"])["jobs"]
+    (content_type,) = job["CreateInferenceRecommendationsJob"]["InputConfig"]["ContainerConfig"]["PayloadConfig"][
+        "SupportedContentTypes"
+    ]
+    assert content_type.startswith("application/vnd.sagemaker-triton.binary+json;json-header-size=")
+    assert main([*args, "--dry-run"]) == 1  # JSON: these bytes are not UTF-8
+    assert "use the binary encoding" in capsys.readouterr().err
 
 
 def test_one_job_per_artifact(capsys, model_config, tmp_path) -> None:
