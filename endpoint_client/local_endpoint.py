@@ -265,6 +265,7 @@ class LocalEndpoint:
         base_env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENVIRONMENT}
         container_env = {k: v for k, v in container_env.items() if k not in _DROPPED_ENVIRONMENT}
         env = install.environment({**base_env, **container_env, **self.plan.environment})
+
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 arguments,

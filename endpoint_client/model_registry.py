@@ -105,6 +105,8 @@ class ModelRegistry:
                 for source, target in targets:  # none is there yet (checked above) and no two are alike
                     shutil.copytree(source, batch / target)
                 _rename_config(batch / name, name)
+                for _, target in targets:
+                    _block_bytecode(batch / target)
                 for _, target in [*targets[1:], targets[0]]:  # the steps first: the ensemble finds them
                     os.rename(batch / target, self.repository / target)  # appears whole to Triton's poll
                     moved.append(target)
@@ -167,6 +169,24 @@ class ModelRegistry:
         if folder == staging or not folder.is_relative_to(staging) or not folder.is_dir():
             raise RequestRefused(400, f"{refusal}; got {url[:200]!r}")
         return folder
+
+
+def _block_bytecode(folder: Path) -> None:
+    """An empty *file* named __pycache__ beside every .py file of `folder` (an existing __pycache__ folder,
+    a cache, replaced), so that importing model.py writes nothing into the model's folder: Python skips
+    bytecode it cannot write (importlib's SourceFileLoader.set_data ignores the OSError). Triton's POLL
+    mode reloads a model when any file or folder time in its folder grows (core model_repository_manager.cc
+    `ModelTimestamp`: max of st_mtime and st_ctime), so the stub's 1/__pycache__ made Triton reload every model
+    a second after loading it, and an unload during that reload left the model served for minutes.
+    (PYTHONDONTWRITEBYTECODE does not reach it: the stub's embedded Python ignores the environment.)"""
+    for directory in [folder, *(p for p in folder.rglob("*") if p.is_dir() and not p.is_symlink())]:
+        if directory.name == "__pycache__" or not any(directory.glob("*.py")):
+            continue
+        cache = directory / "__pycache__"
+        if cache.is_dir() and not cache.is_symlink():
+            shutil.rmtree(cache)
+        if not cache.exists() and not cache.is_symlink():
+            cache.touch()
 
 
 def _model_folders(folder: Path) -> tuple[Path, list[Path]]:

@@ -66,6 +66,7 @@ class StubTriton:
 def exchange(port: int, raw: bytes, timeout: float = 20, *, head_first: bool = False) -> bytes:
     """Send `raw`, read until the server closes or the whole reply (by Content-Length) is in. `head_first`:
     the headers, a pause, then the body in pieces, as a client whose body is still on its way."""
+    raw = raw.replace(b"\r\nHost: x\r\n", f"\r\nHost: {LOOPBACK}:{port}\r\n".encode(), 1)  # what the front requires
     with socket.create_connection((LOOPBACK, port), timeout=timeout) as connection:
         if head_first:
             head, _, body = raw.partition(b"\r\n\r\n")
@@ -246,11 +247,11 @@ def test_idle_connections_are_bounded_in_threads_and_closed_after_the_idle_timeo
 
 def test_an_idle_keep_alive_connection_is_closed_and_a_busy_one_is_not() -> None:
     api = SageMakerAPI(StubTriton(), ping_mode="ready", default_model="m", registry=None)
-    ping = b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"
     with (
         serving_front(api, idle_timeout=0.5) as server,
         socket.create_connection(server.server_address, timeout=10) as client,
     ):
+        ping = f"GET /ping HTTP/1.1\r\nHost: {LOOPBACK}:{server.server_address[1]}\r\n\r\n".encode()
         for _ in range(4):  # requests closer together than the timeout keep the connection
             client.sendall(ping)
             assert client.recv(65536).startswith(b"HTTP/1.1 200")

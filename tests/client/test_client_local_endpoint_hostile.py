@@ -270,7 +270,7 @@ def raw_exchange(port: int, method: str, path: str, body: bytes = b"", headers: 
     """One request written by hand (for what urllib will not send), reply read to the end."""
     head = headers if headers is not None else f"Content-Length: {len(body)}\r\nContent-Type: application/json\r\n"
     with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
-        request = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n{head}\r\n"
+        request = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n{head}\r\n"
         connection.sendall(request.encode() + body)
         reply = b""
         while chunk := connection.recv(65536):

@@ -336,9 +336,15 @@ def stub_front() -> Iterator[FrontServer]:
         yield server
 
 
+def _with_host(raw: bytes, port: int) -> bytes:
+    """The Host header the front requires (issue 22 C3), after the request line, unless one is there."""
+    line, _, rest = raw.partition(b"\r\n")
+    return raw if b"\r\nhost:" in b"\r\n" + rest.lower() else line + f"\r\nHost: {LOOPBACK}:{port}\r\n".encode() + rest
+
+
 def _exchange(port: int, raw: bytes, timeout: float = 10) -> bytes:
     with socket.create_connection((LOOPBACK, port), timeout=timeout) as connection:
-        connection.sendall(raw)
+        connection.sendall(_with_host(raw, port))
         reply = b""
         while chunk := connection.recv(65536):
             reply += chunk
@@ -365,7 +371,7 @@ def test_a_client_that_hangs_up_leaves_no_traceback(stub_front: FrontServer, cap
     for _ in range(5):
         connection = socket.create_connection((LOOPBACK, stub_front.server_address[1]))
         connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
-        connection.sendall(head.encode() + body)
+        connection.sendall(_with_host(head.encode() + body, stub_front.server_address[1]))
         connection.close()
     time.sleep(0.5)
 
@@ -401,7 +407,11 @@ def test_a_slow_client_loses_its_slot_at_the_request_deadline(
     monkeypatch.setattr(stub_front, "slots", threading.BoundedSemaphore(1))
     port = stub_front.server_address[1]
     slow = socket.create_connection((LOOPBACK, port), timeout=10)
-    slow.sendall(b"POST /invocations HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+    slow.sendall(
+        _with_host(
+            b"POST /invocations HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", port
+        )
+    )
     time.sleep(0.3)
     body = _request().encode()
     good = f"POST /invocations HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"

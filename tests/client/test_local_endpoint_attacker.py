@@ -20,6 +20,7 @@ import re
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -213,3 +214,29 @@ def test_another_program_cannot_load_a_model_into_a_multi_model_endpoint(
         front = [o for port, what, o in report["tries"] if port == endpoint.port and what == "front load"]
         assert front and "where the local endpoint extracts model archives" in front[0]
         assert endpoint.list_models() == ["add_sub.tar.gz"]
+
+
+@pytest.mark.triton
+def test_a_polled_model_loads_once_and_unloads_at_once(triton_env: Path, add_sub_archive: Path, tmp_path: Path) -> None:
+    """Triton's POLL mode reloads a model when any time in its folder grows (core `ModelTimestamp`): the Python
+    stub's 1/__pycache__ made it reload each model a second after loading it, and an unload during that
+    reload left the model served for minutes. No bytecode is written into a loaded folder now."""
+    with LocalEndpoint(
+        multi_model=True,
+        environment={"SAGEMAKER_TRITON_LOG_VERBOSE": "false"},
+        triton_env=triton_env,
+        workdir=tmp_path / "work",
+        startup_timeout=60,
+    ) as endpoint:
+        endpoint.load_model("add_sub.tar.gz", add_sub_archive)
+        time.sleep(2.5)  # two polls
+        loads = endpoint.log_path.read_text().count("loading: ")
+        started = time.monotonic()
+        endpoint.unload_model("add_sub.tar.gz")
+        unload_seconds = time.monotonic() - started
+        endpoint.load_model("again.tar.gz", add_sub_archive)
+        assert endpoint.list_models() == ["again.tar.gz"]
+
+    assert loads == 1
+    assert unload_seconds < 10
+    assert not list((tmp_path / "work").glob("tmp-sagemaker/*/1/__pycache__/*"))
