@@ -54,6 +54,10 @@ PERCENTILES = ("P95", "P99")
 MAX_SLO_MS = 60_000
 SAFETY_FACTOR = 0.5  # SageMaker guide "Load testing your auto scaling configuration": 0.5 recommended
 PAYLOAD_PREFIX = "inference-recommender/"
+# Job names, and so the models, endpoint configs and endpoints Inference Recommender derives from them, start with
+# this: the role's policy (docs/performance.md) scopes its SageMaker actions to `ir-*`, away from the stage's own
+# endpoints (named `<stage>-<endpoint>`).
+JOB_PREFIX = "ir-"
 
 
 def _bounded_int(low: int, high: int | None, what: str):
@@ -205,7 +209,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_bounded_int(1, None, "--max-parallel-tests"),
         help="ResourceLimit.MaxParallelOfTests (default: SageMaker's)",
     )
-    parser.add_argument("--job-name", metavar="NAME", help="job name (default: <stage>-<model>-<UTC time>)")
+    parser.add_argument(
+        "--job-name",
+        metavar="NAME",
+        help=f"job name, starting {JOB_PREFIX} (default: {JOB_PREFIX}<stage>-<model>-<UTC time>)",
+    )
     parser.add_argument(
         "--safety-factor",
         type=_fraction,
@@ -409,16 +417,19 @@ def plan_requests(args: argparse.Namespace) -> tuple[list[dict[str, Any]], bytes
     from endpoint_client.cost import _load_config
 
     settings = _job_settings(args)
-    if args.job_name is not None and not re.fullmatch(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,39}", args.job_name):
+    if args.job_name is not None and not (
+        re.fullmatch(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,39}", args.job_name) and args.job_name.startswith(JOB_PREFIX)
+    ):
         raise InvalidInputError(
-            f"--job-name {args.job_name[:80]!r}: 1-40 letters, digits and inner hyphens (SageMaker cuts the names "
-            "of the resources it derives from the job name at 40 characters)"
+            f"--job-name {args.job_name[:80]!r}: 1-40 letters, digits and inner hyphens, starting {JOB_PREFIX} "
+            "(SageMaker cuts the names of the resources it derives from the job name at 40 characters; the role's "
+            f"policy allows only {JOB_PREFIX}* resources)"
         )
     config = _load_config(args.config)
     groups, model = deployments(args, config)
     tensors = _payload_inputs(args, model)
     payload, content_type = payload_archive(tensors, PayloadEncoding(args.encoding))
-    base = args.job_name or f"{config.stage}-{model.name}-{time.strftime('%Y%m%d%H%M%S', time.gmtime())}"
+    base = args.job_name or f"{JOB_PREFIX}{config.stage}-{model.name}-{time.strftime('%Y%m%d%H%M%S', time.gmtime())}"
     if args.payload_s3_uri:
         bucket, prefix = s3_location(args.payload_s3_uri, "--payload-s3-uri")
     else:

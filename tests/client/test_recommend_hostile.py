@@ -49,6 +49,7 @@ def replaced(args: list, option: str, value: str | None) -> list:
         ("--region", None, "region: not set"),
         ("--config", "/nonexistent/dev.yaml", "ERROR: --config /nonexistent/dev.yaml: no such file"),
         ("--job-name", "bad_name", "ERROR: --job-name 'bad_name'"),
+        ("--job-name", "dev-bert", "starting ir-"),
         ("--model-config", None, "ERROR: --model-config: model 'bert_base' has no config.pbtxt"),
         ("--region", "mars-1", "ERROR: --region 'mars-1' is not an AWS region code"),
         ("--region", "ap-southeast-7", "ERROR: --region ap-southeast-7: no SageMaker Triton 24.09 image"),

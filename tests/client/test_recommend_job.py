@@ -50,14 +50,14 @@ def stubs(monkeypatch):
 
 def described(status: str, **extra) -> dict:
     return {
-        "JobName": "dev-bert",
+        "JobName": "ir-dev-bert",
         "JobType": "Advanced",
-        "JobArn": "arn:aws:sagemaker:us-east-1:123456789012:inference-recommendations-job/dev-bert",
+        "JobArn": "arn:aws:sagemaker:us-east-1:123456789012:inference-recommendations-job/ir-dev-bert",
         "RoleArn": "arn:aws:iam::123456789012:role/recommender",
         "Status": status,
         "CreationTime": NOW,
         "LastModifiedTime": NOW,
-        "InputConfig": {"ModelName": "dev-bert"},
+        "InputConfig": {"ModelName": "ir-dev-bert"},
         **extra,
     }
 
@@ -88,28 +88,30 @@ def queue_start(sm: Stubber, s3: Stubber) -> None:
         {},
         {
             "Bucket": "triton-models-dev-replace-me",
-            "Key": "inference-recommender/dev-bert/payload.tar.gz",
+            "Key": "inference-recommender/ir-dev-bert/payload.tar.gz",
             "Body": ANY,
             "ContentType": "application/gzip",
         },
     )
-    sm.add_response("create_model", {"ModelArn": "arn:aws:sagemaker:us-east-1:123456789012:model/dev-bert"}, ANY_MODEL)
+    sm.add_response(
+        "create_model", {"ModelArn": "arn:aws:sagemaker:us-east-1:123456789012:model/ir-dev-bert"}, ANY_MODEL
+    )
     sm.add_response(
         "create_inference_recommendations_job",
-        {"JobArn": "arn:aws:sagemaker:us-east-1:123456789012:inference-recommendations-job/dev-bert"},
+        {"JobArn": "arn:aws:sagemaker:us-east-1:123456789012:inference-recommendations-job/ir-dev-bert"},
         ANY_JOB,
     )
 
 
 ANY_MODEL = {
-    "ModelName": "dev-bert",
+    "ModelName": "ir-dev-bert",
     "PrimaryContainer": ANY,
     "ExecutionRoleArn": ANY,
     "EnableNetworkIsolation": ANY,
     "Tags": ANY,
 }
 ANY_JOB = {
-    "JobName": "dev-bert",
+    "JobName": "ir-dev-bert",
     "JobType": "Advanced",
     "RoleArn": ANY,
     "InputConfig": ANY,
@@ -122,7 +124,7 @@ ANY_JOB = {
 def test_waits_then_compares_and_proposes(stubs, model_config, capsys) -> None:
     sm, s3 = stubs
     queue_start(sm, s3)
-    sm.add_response("describe_inference_recommendations_job", described("IN_PROGRESS"), {"JobName": "dev-bert"})
+    sm.add_response("describe_inference_recommendations_job", described("IN_PROGRESS"), {"JobName": "ir-dev-bert"})
     done = described(
         "COMPLETED",
         InferenceRecommendations=[
@@ -137,7 +139,7 @@ def test_waits_then_compares_and_proposes(stubs, model_config, capsys) -> None:
             ),
         ],
     )
-    sm.add_response("describe_inference_recommendations_job", done, {"JobName": "dev-bert"})
+    sm.add_response("describe_inference_recommendations_job", done, {"JobName": "ir-dev-bert"})
     assert main([*argv(model_config), "--poll-seconds", "30"]) == 0
     captured = capsys.readouterr()
     assert "dev-bert: IN_PROGRESS" in captured.err and "dev-bert: COMPLETED" in captured.err
@@ -163,10 +165,10 @@ def test_json_results(stubs, model_config, capsys) -> None:
             )
         ],
     )
-    sm.add_response("describe_inference_recommendations_job", done, {"JobName": "dev-bert"})
+    sm.add_response("describe_inference_recommendations_job", done, {"JobName": "ir-dev-bert"})
     assert main([*argv(model_config), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["jobs"] == ["dev-bert"] and report["slo_ms"] == 100
+    assert report["jobs"] == ["ir-dev-bert"] and report["slo_ms"] == 100
     assert report["proposal"]["instance_type"] == "ml.g5.xlarge"
     assert "      invocations_per_instance: 1800" in report["proposed_config_lines"]
 
@@ -175,10 +177,10 @@ def test_failed_job_is_one_error_line(stubs, model_config, capsys) -> None:
     sm, s3 = stubs
     queue_start(sm, s3)
     failed = described("FAILED", FailureReason="Model container failed the ping health check")
-    sm.add_response("describe_inference_recommendations_job", failed, {"JobName": "dev-bert"})
+    sm.add_response("describe_inference_recommendations_job", failed, {"JobName": "ir-dev-bert"})
     assert main(argv(model_config)) == 1
     err = capsys.readouterr().err
-    assert "ERROR: Inference Recommender job dev-bert is FAILED: Model container failed the ping health check" in err
+    assert "ERROR: Inference Recommender job ir-dev-bert is FAILED: Model container failed the ping health check" in err
     assert "Traceback" not in err
 
 
@@ -186,10 +188,10 @@ def test_timeout_says_the_job_keeps_running(stubs, model_config, capsys) -> None
     sm, s3 = stubs
     queue_start(sm, s3)
     for _ in range(3):  # polls at 0, 60, 120 s; the next would pass the 150 s limit
-        sm.add_response("describe_inference_recommendations_job", described("IN_PROGRESS"), {"JobName": "dev-bert"})
+        sm.add_response("describe_inference_recommendations_job", described("IN_PROGRESS"), {"JobName": "ir-dev-bert"})
     assert main([*argv(model_config), "--wait-timeout", "150"]) == 1
     err = capsys.readouterr().err
-    assert "ERROR: --wait-timeout 150 s passed and dev-bert (IN_PROGRESS) has not finished" in err
+    assert "ERROR: --wait-timeout 150 s passed and ir-dev-bert (IN_PROGRESS) has not finished" in err
     assert "stop-inference-recommendations-job" in err and "Traceback" not in err
 
 
@@ -199,11 +201,11 @@ def test_aws_refusal_names_the_step(stubs, model_config, capsys) -> None:
     sm.add_client_error("create_model", "AccessDeniedException", "not authorized to perform iam:PassRole")
     assert main(argv(model_config)) == 1
     err = capsys.readouterr().err
-    assert err.startswith("ERROR: CreateModel dev-bert: ") and "iam:PassRole" in err
+    assert err.startswith("ERROR: CreateModel ir-dev-bert: ") and "iam:PassRole" in err
 
 
 def test_no_wait_prints_job_names(stubs, model_config, capsys) -> None:
     sm, s3 = stubs
     queue_start(sm, s3)
     assert main([*argv(model_config), "--no-wait"]) == 0
-    assert capsys.readouterr().out.split() == ["dev-bert"]
+    assert capsys.readouterr().out.split() == ["ir-dev-bert"]

