@@ -17,7 +17,7 @@ from stacks.artifact_plan import PlannedEndpoint
 from stacks.artifact_stack import ArtifactImports, ArtifactStack
 from stacks.container_environment import container_environment
 from triton_cdk.artifact_keys import ModelArtifact
-from triton_cdk.config import AppConfig
+from triton_cdk.config import AppConfig, ConfigError
 from triton_cdk.config.endpoint import (
     ComponentSettings,
     EndpointSettings,
@@ -42,6 +42,7 @@ from triton_cdk.serving import (
 from triton_cdk.serving.autoscaling import ScalingSettings, ScheduledCapacity
 from triton_cdk.serving.component_monitoring import TritonComponentMonitoring
 from triton_cdk.serving.component_scaling import CopyScalingSettings, TritonComponentScaling
+from triton_cdk.serving.component_sizing import update_headroom_problem
 from triton_cdk.serving.inference_components import (
     ComponentRollingUpdate,
     ComponentVariant,
@@ -369,6 +370,8 @@ class EndpointStack(cdk.Stack):
                     ),
                 )
 
+        _check_update_headroom(config, settings, self.components, instance)
+
         self.notifications = NotificationTopic(self, "Alarms", emails=config.notifications.emails)
         self.topic = self.notifications.topic
         self.monitoring = TritonComponentMonitoring(
@@ -459,6 +462,26 @@ class EndpointStack(cdk.Stack):
             applies_to=applies_to,
         )
         return policy
+
+
+def _check_update_headroom(
+    config: AppConfig,
+    settings: EndpointSettings,
+    components: dict[str, TritonInferenceComponent],
+    instance: InstanceType,
+) -> None:
+    """Every component at its most copies plus one rolling batch must fit `max_instances` (components update one
+    after another: TritonComponentEndpoint). Refused here naming the config's fields, before the endpoint
+    construct's own synth-time check would: the most copies are copy scaling's maximum, `copy_count` x
+    `max_instances` where `max_copies` is left out."""
+    ic = settings.inference_components or InferenceComponentsSettings()
+    copies = {model: (c.max_copies, c.requirements) for model, c in components.items()}
+    problem = update_headroom_problem(instance, ic.max_instances, copies)
+    if problem:
+        raise ConfigError(
+            f"config/{config.stage}.yaml: endpoints[name={settings.name}].inference_components.max_instances: "
+            f"{problem}; raise max_instances, or set or lower components.<model>.max_copies"
+        )
 
 
 def _artifact_bucket_arn(artifacts: ArtifactImports) -> tuple[str, str]:
