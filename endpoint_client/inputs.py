@@ -23,7 +23,7 @@ from tritonclient.utils import triton_to_np_dtype
 
 from endpoint_client.errors import InvalidInputError
 from endpoint_client.limits import MAX_PAYLOAD_BYTES
-from endpoint_client.request_check import MAX_DIMENSIONS, element_count
+from endpoint_client.request_check import MAX_DIMENSIONS, element_count, json_value_test
 
 TRITON_DATATYPES = (
     "BOOL",
@@ -127,9 +127,24 @@ def parse_tensor_spec(spec: str) -> tuple[str, np.ndarray]:
     return name, _reshape(values, shape, where)
 
 
+def _utf8(values: list[str], where: str, fix: str) -> list[bytes]:
+    """Each value as UTF-8 bytes; a value that is not text (a command line's non-UTF-8 bytes reach Python as
+    lone surrogates, as does JSON's "\\ud800") is refused by position, never a traceback (issue 22 D)."""
+    encoded = []
+    for index, value in enumerate(values):
+        try:
+            encoded.append(value.encode("utf-8"))
+        except UnicodeEncodeError as error:
+            raise InvalidInputError(
+                f"{where}: value {index + 1} is not UTF-8 text (character {error.start + 1} cannot be encoded); {fix}"
+            ) from None
+    return encoded
+
+
 def _parse_values(items: list[str], dtype: np.dtype, where: str, datatype: str) -> np.ndarray:
     if dtype == np.object_:  # BYTES: each value is a UTF-8 string
-        return np.array([v.encode() for v in items], dtype=np.object_)
+        fix = "send binary data from a file instead (--raw NAME=FILE, or a .npy of bytes)"
+        return np.array(_utf8(items, where, fix), dtype=np.object_)
     if dtype == np.bool_:
         truth = {"true": True, "1": True, "false": False, "0": False}
         if any(v.lower() not in truth for v in items):
@@ -291,20 +306,33 @@ def inputs_from_v2_json(document: Any, where: str) -> dict[str, np.ndarray]:
         _check_shape(shape, label)
         try:
             flat = np.array(entry["data"], dtype=object).reshape(-1)
-            if dtype == np.object_ and not all(isinstance(v, str) for v in flat):
-                raise TypeError("BYTES data are strings")
-            if dtype == np.object_:
-                values = np.array([v.encode() if isinstance(v, str) else v for v in flat], dtype=object)
-            elif dtype.kind == "f":
-                values = fitting_floats(flat.astype(np.float64), dtype, label, entry["datatype"].upper())
-            else:
-                values = flat.astype(dtype)
-        except (TypeError, ValueError, OverflowError, RecursionError) as error:
-            if isinstance(error, InvalidInputError):
-                raise
+        except (TypeError, ValueError, RecursionError):
             raise InvalidInputError(f"{label}: data are not all {entry['datatype']} values") from None
+        datatype = entry["datatype"].upper()
+        valid = json_value_test(datatype)
+        wrong = next((value for value in flat if not valid(value)), _NONE)
+        if wrong is not _NONE:  # JSON true/null in a number tensor would be sent as 1 / nan (issue 22 D)
+            boolean_or_null = wrong is None or isinstance(wrong, bool)
+            hint = " (true/false are for BOOL tensors; null is no value)" if boolean_or_null else ""
+            raise InvalidInputError(f"{label}: data holds {_json_text(wrong)}, not a {datatype} value{hint}")
+        if dtype == np.object_:
+            values = np.array(_utf8(list(flat), label, "BYTES data in JSON must be text"), dtype=object)
+        elif dtype.kind == "f":
+            values = fitting_floats(flat.astype(np.float64), dtype, label, datatype)
+        else:
+            values = flat.astype(dtype)
         tensors[entry["name"]] = _reshape(values, shape, label)
     return tensors
+
+
+_NONE = object()
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return json.dumps(value)[:50]
+    except (TypeError, ValueError):
+        return repr(value)[:50]
 
 
 def _finite_json_number(text: str) -> float:

@@ -296,7 +296,7 @@ def _check_binary(
 
 def _count_values(data: Any, datatype: str, where: str, *, limit: int) -> int:
     """Leaf values of (possibly nested) JSON data, each of the datatype's JSON type; stops past `limit`."""
-    expected = _json_type(datatype)
+    expected = json_value_test(datatype)
     count = 0
     stack = [data]
     while stack:
@@ -312,9 +312,11 @@ def _count_values(data: Any, datatype: str, where: str, *, limit: int) -> int:
     return count
 
 
-def _json_type(datatype: str):
-    """A test for one JSON value of `datatype`; integers must fit the type (Triton answered an INT64
-    2^63 or a UINT64 -1 with 500 "attempt to access JSON non-signed-integer as signed-integer")."""
+def json_value_test(datatype: str):
+    """A test for one JSON value of `datatype`: BYTES a string, BOOL true/false, every number type a number and
+    never true/false/null (Python's bool is an int: `true` would be sent as 1); integers must fit the type
+    (Triton answered an INT64 2^63 or a UINT64 -1 with 500 "attempt to access JSON non-signed-integer as
+    signed-integer")."""
     if datatype == "BYTES":
         return lambda v: isinstance(v, str)
     if datatype == "BOOL":

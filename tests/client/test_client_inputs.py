@@ -90,7 +90,10 @@ def test_kserve_v2_json_request(tmp_path: Path) -> None:
     [
         ([1, 2], "expected a KServe v2 request"),
         ({"inputs": [{"name": "A", "shape": [1]}]}, r"inputs\[0\] lacks datatype, data"),
-        ({"inputs": [{"name": "A", "datatype": "INT8", "shape": [2], "data": [1, "x"]}]}, "data are not all INT8"),
+        (
+            {"inputs": [{"name": "A", "datatype": "INT8", "shape": [2], "data": [1, "x"]}]},
+            'data holds "x", not a INT8 value',
+        ),
         ({"inputs": [{"name": "A", "datatype": "FP32", "shape": [3], "data": [1]}]}, "1 values do not fill shape"),
     ],
 )

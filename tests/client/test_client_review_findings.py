@@ -579,7 +579,7 @@ def test_bad_tensor_specs_are_input_errors(spec: str, message: str) -> None:
         ({"name": "A", "datatype": "FP32", "shape": None, "data": [1]}, "shape must be a list of whole numbers"),
         ({"name": ["A"], "datatype": "FP32", "shape": [1], "data": [1]}, "name must be a non-empty string"),
         ({"name": "A", "datatype": 5, "shape": [1], "data": [1]}, "datatype must be a string"),
-        ({"name": "A", "datatype": "BYTES", "shape": [1], "data": [{"a": 1}]}, "data are not all BYTES values"),
+        ({"name": "A", "datatype": "BYTES", "shape": [1], "data": [{"a": 1}]}, "not a BYTES value"),
     ],
 )
 def test_bad_v2_json_inputs_are_input_errors(entry: dict, message: str) -> None:
