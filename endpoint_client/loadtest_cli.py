@@ -24,13 +24,13 @@ from typing import Any
 from endpoint_client import loadtest as lt
 from endpoint_client import loadtest_report as report
 from endpoint_client import presets
-from endpoint_client.cli import _component_name, _positive_int, _target_model, collect_inputs
+from endpoint_client.cli import _component_name, _key_value, _positive_int, _target_model, collect_inputs
 from endpoint_client.client import EndpointClient
 from endpoint_client.codec import Encoding, encode_request, error_message
 from endpoint_client.errors import EndpointClientError, EndpointError, InvalidInputError
 from endpoint_client.limits import INVOCATION_TIMEOUT_SECONDS, MAX_PAYLOAD_BYTES
 from endpoint_client.retry import RetryPolicy
-from endpoint_client.transport import SageMakerTransport
+from endpoint_client.transport import LocalTransport, SageMakerTransport
 from model_build.atomic import atomic_file
 
 DEFAULT_VARIANT = "AllTraffic"  # triton_cdk.serving.endpoint.DEFAULT_VARIANT_NAME (the stage config's default)
@@ -235,12 +235,6 @@ def _add_input_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _key_value(text: str) -> tuple[str, str]:
-    from endpoint_client.cli import _key_value as parse
-
-    return parse(text)
-
-
 def _inputs(args: argparse.Namespace) -> tuple[dict, int]:
     given = any((args.input, args.tensor, args.inputs_json, args.raw, args.preset, args.image, args.text))
     if args.model_config and given:
@@ -318,7 +312,8 @@ def _target(args: argparse.Namespace, tensors: dict, encoding: Encoding) -> tupl
         _triton_first_request(args, target)
         return target, described
     if args.local:
-        client = EndpointClient.for_url(args.local, model_name=args.model_name, encoding=encoding, retry=retry)
+        transport = LocalTransport(args.local, timeout=args.timeout, model_name=args.model_name)
+        client = EndpointClient(transport, encoding=encoding, retry=retry)
         client.invoke(tensors, outputs=args.output, **route)
         described = {"kind": "local", "url": args.local, **route}
         return lt.local_target(args.local, request, timeout=args.timeout, **route), described

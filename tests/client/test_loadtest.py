@@ -373,3 +373,85 @@ def test_real_local_endpoint_and_its_triton(single_endpoint, tmp_path: Path, cap
         assert code == 0, err
         for level in json.loads(out_file.read_text())["levels"]:
             assert level["ok"] > 0 and level["errors"] == {}
+
+
+class Recording:
+    """A Target without a network: records when each request starts and how many are in flight."""
+
+    kind = "fake"
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.starts: list[float] = []
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def open(self, connections: int) -> None:
+        pass
+
+    async def send(self) -> str | None:
+        import asyncio
+        import time
+
+        self.starts.append(time.perf_counter())
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        await asyncio.sleep(self.delay)
+        self.in_flight -= 1
+        return None
+
+    async def close(self) -> None:
+        pass
+
+
+def test_open_loop_arrivals_are_poisson_and_do_not_wait_for_replies() -> None:
+    """Exponential gaps: mean 1/rate and a coefficient of variation near 1, not paced; replies slower than the
+    gaps pile up in flight instead of slowing the arrivals (open loop)."""
+    import asyncio
+
+    target = Recording(delay=0.05)
+    plan = lt.Plan((lt.Level(rate=400.0),), duration=1.5, warmup=0.0, seed=7)
+    measured = asyncio.run(lt.run_plan(target, plan))[0]
+    gaps = np.diff(target.starts)
+    assert 450 <= len(target.starts) <= 750
+    assert gaps.mean() == pytest.approx(1 / 400, rel=0.2)
+    assert 0.6 <= gaps.std() / gaps.mean() <= 2.0  # exponential: 1 (timer jitter on a loaded machine adds); paced: ~0
+    assert target.most_in_flight >= 10  # 400/s x 50 ms: about 20 waiting at once
+    assert measured.requests == len(target.starts) and measured.errors == {}
+
+
+def test_closed_loop_keeps_exactly_n_users() -> None:
+    import asyncio
+
+    target = Recording(delay=0.01)
+    measured = asyncio.run(lt.run_plan(target, lt.Plan((lt.Level(concurrency=5),), duration=0.5, warmup=0.1)))[0]
+    assert target.most_in_flight == 5
+    assert 100 <= measured.requests <= 260  # 5 users x ~10 ms per request x 0.5 s
+    assert min(measured.latencies) >= 0.01
+
+
+def test_a_server_that_stops_answering_ends_in_timeouts_not_a_hang(capsys) -> None:
+    """Always stops by itself: after the first request the server never replies; the level ends after its
+    duration plus --timeout, with the requests counted as timeouts."""
+    import time
+
+    hanging = Invocations()
+    release = threading.Event()
+    original = hanging.status
+
+    def status(n: int) -> int:
+        if n > 1:
+            release.wait(10)
+        return original(n)
+
+    hanging.status = status
+    started = time.perf_counter()
+    try:
+        code, out, err = run(capsys, "--local", hanging.url, *TENSOR, "--concurrency", "2", "--duration", "0.3",
+                             "--warmup", "0", "--timeout", "0.5", "--quiet")  # fmt: skip
+    finally:
+        release.set()
+        hanging.close()
+    assert code == 0, err
+    assert time.perf_counter() - started < 5
+    assert "timeout:2" in out
