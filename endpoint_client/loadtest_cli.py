@@ -15,6 +15,7 @@ import datetime as dt
 import ipaddress
 import json
 import math
+import os
 import sys
 import time
 import urllib.parse
@@ -412,8 +413,11 @@ def run_loadtest(args: argparse.Namespace) -> int:
     }
     print(report.table(levels_doc))
     if args.json:
-        with atomic_file(args.json) as stream:
-            stream.write((json.dumps(document, indent=2) + "\n").encode())
+        try:
+            with atomic_file(args.json) as stream:
+                stream.write((json.dumps(document, indent=2) + "\n").encode())
+        except OSError as error:
+            raise EndpointClientError(f"--json {args.json}: cannot write it ({error.strerror})") from None
     if args.plot:
         report.write_plot(document, args.plot)
     if any(m.stopped_by for m in measured):
@@ -450,3 +454,5 @@ def _writable(path: Path, option: str) -> None:
         raise InvalidInputError(f"{option} {path}: folder {folder} does not exist")
     if path.is_dir():
         raise InvalidInputError(f"{option} {path}: is a folder; give a file name")
+    if not os.access(folder, os.W_OK | os.X_OK):  # refused before the run, not after it
+        raise InvalidInputError(f"{option} {path}: folder {folder} is not writable")
