@@ -204,6 +204,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="venv with nvidia-pytriton (default .venv-triton, made by `make .venv-triton/.stamp`)",
     )
     local.add_argument("--startup-timeout", type=float, default=120.0, help="seconds to wait for /ping (default 120)")
+    local.add_argument(
+        "--stage-config",
+        type=Path,
+        help="the stage config the archive was packaged from (model_build package --config): its TensorRT "
+        "models' shape ranges are enforced as their engines would (default: Triton's own checks only)",
+    )
     local.set_defaults(run=run_local)
 
     cost = commands.add_parser("cost", help="what a stage's endpoints and GPU builds cost (docs/performance.md)")
@@ -348,6 +354,7 @@ def run_local(args: argparse.Namespace) -> int:
         inference_component=args.inference_component,
         triton_env=args.triton_env,
         startup_timeout=args.startup_timeout,
+        stage_config=args.stage_config,
     )
     previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

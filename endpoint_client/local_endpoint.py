@@ -49,8 +49,9 @@ from endpoint_client.errors import LocalEndpointError
 from endpoint_client.front import FrontServer, SageMakerAPI
 from endpoint_client.limits import MAX_ARCHIVE_MEMBERS, MAX_ARCHIVE_RATIO, MIN_ARCHIVE_ALLOWANCE_BYTES
 from endpoint_client.model_registry import ModelRegistry
-from endpoint_client.onnx_standin import Substitution, substitute_models
+from endpoint_client.onnx_standin import ShapeRanges, Substitution, substitute_models
 from endpoint_client.sagemaker_serve import ServePlan, serve_plan
+from endpoint_client.shape_ranges import tensorrt_shape_ranges
 from endpoint_client.transport import INFERENCE_COMPONENT_NAME, http_request, json_request
 from endpoint_client.triton_backend import LOOPBACK, TritonHTTP, TritonUnavailable, local_arguments, network_options_in
 from endpoint_client.triton_install import DEFAULT_TRITON_ENV, TritonInstall
@@ -152,7 +153,11 @@ class LocalEndpoint:
         triton_env: Path = DEFAULT_TRITON_ENV,
         workdir: Path | None = None,
         startup_timeout: float = 120.0,
+        stage_config: Path | None = None,
     ) -> None:
+        """`stage_config`: the stage config the archive's TensorRT models were packaged from (`model_build
+        package --config`); their engines' shape ranges are then enforced (shape_ranges.py). Default: only
+        Triton's own shape checks (fixed dims, max_batch_size)."""
         if multi_model == (archive is not None):
             raise ValueError("give an archive for a single-model endpoint, or multi_model=True without one")
         if inference_component is not None:
@@ -163,6 +168,7 @@ class LocalEndpoint:
                     f"{inference_component!r} is not an inference component name (1-63 letters, digits, inner hyphens)"
                 )
         self.inference_component = inference_component
+        self.stage_config = stage_config
         self.archive = archive
         self.container_environment = dict(environment or {})
         if multi_model:
@@ -242,7 +248,7 @@ class LocalEndpoint:
         if self.archive is not None:
             private_directory(model_repository)
             extract_archive(self.archive, model_repository)
-            self.substitutions += substitute_models(model_repository)
+            self.substitutions += substitute_models(model_repository, self._shape_ranges(model_repository))
         install = TritonInstall.find(self.triton_env)
         self._bind_front()
         container_env = {"SAGEMAKER_BIND_TO_PORT": str(self.port), **self.container_environment}
@@ -361,11 +367,16 @@ class LocalEndpoint:
             self._owned_workdir = None
 
     # The SageMaker multi-model API: what the SageMaker platform calls on an MME instance.
+    def _shape_ranges(self, repository: Path) -> dict[str, ShapeRanges]:
+        if self.stage_config is None:
+            return {}
+        return tensorrt_shape_ranges(self.stage_config, repository)
+
     def load_model(self, name: str, archive: Path) -> None:
         """Extract `archive` and load it under `name` (on SageMaker: the TargetModel, e.g. "add_sub.tar.gz")."""
         model_dir = self.staging / urllib.parse.quote(name, safe="") / "model"
         extract_archive(archive, model_dir)
-        substitutions = substitute_models(model_dir)
+        substitutions = substitute_models(model_dir, self._shape_ranges(model_dir))
         status, body = json_request("POST", f"{self.url}/models", {"model_name": name, "url": str(model_dir)}, 300)
         if status != 200:
             raise LocalEndpointError(f"loading model {name!r} failed: HTTP {status}: {error_message(body)}")

@@ -13,14 +13,25 @@ model.py that runs the model's ONNX file with ONNX Runtime on the CPU (standins/
   model: model_build.stage_repository) runs that instead, with the config's tensors. A folder with only an
   engine is refused with a message saying what to put there.
 
+TensorRT shape ranges (issue 22 B5): an engine accepts only the shapes of its optimisation profile, and
+Triton's TensorRT backend refuses any other with INVALID_ARG (HTTP 400) "model expected the shape of
+dimension <i> to be between <min> and <max> but received <v>" (triton-inference-server/tensorrt_backend
+`src/tensorrt_utils.h` ValidateDimension; the dimension index counts the batch axis). ONNX Runtime would run
+them. The profile is not in config.pbtxt but in the engine, which the build makes from the stage config's
+`tensorrt` settings (model_build.trt.shape_profiles, the exact --minShapes/--maxShapes of the build): given
+those ranges (`shape_ranges`, from the stage config: LocalEndpoint's `stage_config`), the stand-in refuses
+what the engine would, with the backend's message. Without them only Triton's own checks apply (fixed dims
+and max_batch_size).
+
 Ensembles need nothing: Triton loads their composing models, each substituted as above. Which models run
 substituted, and in place of what, is reported (`Substitution`, `substitution_notice`).
 """
 
 from __future__ import annotations
 
+import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +43,9 @@ from endpoint_client.errors import LocalEndpointError
 
 RUNNER = Path(__file__).with_name("standins") / "onnx_runtime_model.py"
 ONNX_FILE_PARAMETER = "LOCAL_ENDPOINT_ONNX_FILE"  # read by the runner
+SHAPE_RANGES_PARAMETER = "LOCAL_ENDPOINT_SHAPE_RANGES"  # read by the runner: {input: {"min": [...], "max": [...]}}
+# input name -> (min, max) of the full shape (batch axis included when batching), as the engine's profile has it
+ShapeRanges = Mapping[str, tuple[Sequence[int], Sequence[int]]]
 ONNX_RUNTIME = "onnxruntime_onnx"
 TENSORRT = "tensorrt_plan"
 ONNX_FOR_ENGINE = "model.onnx"  # what `model_build package --config` puts in place of model.plan
@@ -76,8 +90,9 @@ def _onnx_file(folder: Path, config: mc.ModelConfig, platform: str) -> tuple[str
     return ONNX_FOR_ENGINE, found
 
 
-def substitute_models(repository: Path) -> list[Substitution]:
-    """Rewrite every ONNX Runtime and TensorRT model folder of `repository` in place; what was rewritten."""
+def substitute_models(repository: Path, shape_ranges: Mapping[str, ShapeRanges] | None = None) -> list[Substitution]:
+    """Rewrite every ONNX Runtime and TensorRT model folder of `repository` in place; what was rewritten.
+    `shape_ranges`: per TensorRT model, its engine profile's ranges, enforced by the stand-in."""
     substituted = []
     for folder in sorted(p for p in repository.iterdir() if p.is_dir() and not p.is_symlink()):
         config_path = folder / "config.pbtxt"
@@ -98,6 +113,11 @@ def substitute_models(repository: Path) -> list[Substitution]:
         config.default_model_filename = ""
         config.ClearField("optimization")  # ONNX Runtime / TensorRT accelerators mean nothing to the stand-in
         config.parameters[ONNX_FILE_PARAMETER].string_value = model_file
+        ranges = (shape_ranges or {}).get(folder.name) if platform == TENSORRT else None
+        if ranges:
+            config.parameters[SHAPE_RANGES_PARAMETER].string_value = json.dumps(
+                {name: {"min": list(low), "max": list(high)} for name, (low, high) in sorted(ranges.items())}
+            )
         for group in config.instance_group:
             group.kind = mc.ModelInstanceGroup.Kind.KIND_CPU
             del group.gpus[:]

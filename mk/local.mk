@@ -6,7 +6,8 @@
 #   make local LOCAL_CONFIG=examples/config/ensemble.yaml LOCAL_MODEL=image_classifier
 #                              a model as a stage config describes it, TensorRT models included: configs generated
 #                              as the build generates them, each TensorRT model run from the ONNX its engine is
-#                              built from (on ONNX Runtime, named as substituted when the endpoint starts)
+#                              built from (on ONNX Runtime, named as substituted when the endpoint starts), held
+#                              to the shape ranges of the engine the stage config builds (--stage-config)
 #   make local LOCAL_PORT=0    any free loopback port (the address is printed once /ping answers)
 #   make local LOCAL_HOST=...  another loopback address (::1); others are refused: no authentication
 #   make .venv-triton/.stamp   only (re)create the Triton venv (make test's pytest step needs it)
@@ -42,4 +43,4 @@ local: $(BIN)/.requirements.stamp $(TRITON_ENV_STAMP)
 		--model $(LOCAL_MODEL) --layout single \
 		--environment-python $(TRITON_VENV)/bin/python --out $(LOCAL_OUT)
 	$(BIN)/python -m endpoint_client local $(LOCAL_OUT)/model.tar.gz --model-name $(LOCAL_MODEL) \
-		--port $(LOCAL_PORT) --host $(LOCAL_HOST)
+		--port $(LOCAL_PORT) --host $(LOCAL_HOST) $(if $(LOCAL_CONFIG),--stage-config $(LOCAL_CONFIG))

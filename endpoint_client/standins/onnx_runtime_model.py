@@ -14,6 +14,8 @@ import onnxruntime as ort
 import triton_python_backend_utils as pb_utils
 
 ONNX_FILE_PARAMETER = "LOCAL_ENDPOINT_ONNX_FILE"
+# A TensorRT model's engine profile (endpoint_client.onnx_standin): {input: {"min": [...], "max": [...]}}.
+SHAPE_RANGES_PARAMETER = "LOCAL_ENDPOINT_SHAPE_RANGES"
 # A TensorRT model's config may declare a narrower type than its ONNX file (TensorRT 8.6 turned INT64 inputs
 # into INT32): inputs are cast to what the ONNX graph takes, as the engine's build did.
 ONNX_TYPES = {
@@ -41,6 +43,8 @@ class TritonPythonModel:
         self.input_types = {i.name: ONNX_TYPES.get(i.type) for i in self.session.get_inputs()}
         self.outputs = [tensor["name"] for tensor in config["output"]]
         self.output_types = {t["name"]: pb_utils.triton_string_to_numpy(t["data_type"]) for t in config["output"]}
+        ranges = config["parameters"].get(SHAPE_RANGES_PARAMETER, {}).get("string_value")
+        self.shape_ranges = json.loads(ranges) if ranges else {}
 
     def execute(self, requests):
         responses = []
@@ -52,6 +56,10 @@ class TritonPythonModel:
                     array = tensor.as_numpy()
                     expected = self.input_types.get(name)
                     feeds[name] = array if expected is None or array.dtype == expected else array.astype(expected)
+            refusal = next((r for r in (self._out_of_range(n, a.shape) for n, a in feeds.items()) if r), None)
+            if refusal is not None:
+                responses.append(pb_utils.InferenceResponse(error=_invalid_argument(refusal)))
+                continue
             try:
                 results = self.session.run(self.outputs, feeds)
             except Exception as error:  # ONNX Runtime's own message, as the onnxruntime backend reports it
@@ -63,3 +71,25 @@ class TritonPythonModel:
             ]
             responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
         return responses
+
+    def _out_of_range(self, name, shape):
+        """The TensorRT backend's refusal of a shape outside the engine's profile, or None
+        (tensorrt_backend src/tensorrt_utils.h ValidateDimension: its messages, word for word)."""
+        profile = self.shape_ranges.get(name)
+        if profile is None:
+            return None
+        low, high = profile["min"], profile["max"]
+        if len(shape) != len(high):
+            return f"model expected {len(high)} dimensions but received {len(shape)} dimensions"
+        for index, (dim, least, most) in enumerate(zip(shape, low, high, strict=True)):
+            if dim < least or dim > most:
+                return (
+                    f"model expected the shape of dimension {index} to be between {least} and {most} but received {dim}"
+                )
+        return None
+
+
+def _invalid_argument(message):
+    """TRITONSERVER_ERROR_INVALID_ARG, as the TensorRT backend answers (HTTP 400)."""
+    code = getattr(pb_utils.TritonError, "INVALID_ARG", None)
+    return pb_utils.TritonError(message, code) if code is not None else pb_utils.TritonError(message)
