@@ -50,6 +50,8 @@ _BYTES_PREFIX = 4
 # Every model the local endpoint runs is a Python-backend model (onnx_standin.py), whose inputs become numpy
 # arrays, and numpy < 2 (.venv-triton pins it) holds at most 32 dims (NPY_MAXDIMS: "maximum supported
 # dimension for an ndarray is 32"); the client holds requests to the same bound (inputs.MAX_DIMENSIONS).
+# Triton's core states no limit of its own (triton-inference-server/core has no dim-count check; TensorRT
+# engines take at most 8, nvinfer1::Dims::MAX_DIMS, and refuse more with the backend's own message).
 MAX_DIMENSIONS = 32
 # Each element costs at least one byte of the request (a JSON value and its comma, or a binary byte), and
 # the request is at most SageMaker's payload limit (limits.py): more elements cannot have been sent.
