@@ -12,14 +12,19 @@ Bounded for `make test`: max_examples and deadline per test (the file runs in we
 from __future__ import annotations
 
 import json
+import socket
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+from fakes import serving_front
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from endpoint_client.front import SageMakerAPI
+from endpoint_client.local_endpoint import LOOPBACK
 from endpoint_client.model_registry import ModelRegistry
 from endpoint_client.request_check import BINARY_MEDIA_TYPE, ELEMENT_BYTES
 
@@ -183,3 +188,58 @@ def test_model_management_is_refused_cleanly(method: str, path: str, body: bytes
         assert reply.status < 500, document
         assert reply.status == 200 or (isinstance(document, dict) and document.get("error"))
         assert registry.listing() == [] and triton.calls == 0
+
+
+HEADER_VALUE = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=30)
+
+
+@pytest.fixture(scope="module")
+def front_port() -> Iterator[int]:
+    """One real front (sockets, threads) on 127.0.0.1 for every example."""
+    api = SageMakerAPI(StubTriton(), ping_mode="ready", default_model="m", registry=None)
+    with serving_front(api) as server:
+        yield server.server_address[1]
+
+
+@settings(max_examples=100, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(["GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS", "BREW"]),
+    st.sampled_from(["/ping", "/invocations", "/models", "/models/a/invoke", "/", "//x", "/ping?x=1", "*"]),
+    st.sampled_from(["{port}", "localhost:{port}", "evil.example:{port}", "127.0.0.1", "[::1]:{port}", None]),
+    st.sampled_from(["", "0", "5", "-1", "99999999999", "\u00b2", None]) | HEADER_VALUE,
+    st.sampled_from(["application/json", "text/plain", None]) | HEADER_VALUE,
+    st.binary(max_size=32),
+)
+def test_a_raw_http_request_gets_a_clean_answer_or_a_closed_connection(
+    front_port: int,
+    method: str,
+    path: str,
+    host: str | None,
+    length: str | None,
+    content_type: str | None,
+    body: bytes,
+) -> None:
+    """The real front with hand-written requests: a status below 500 with a JSON error for every refusal (501
+    only for a method HTTP's server has no handler for), or the connection closed (a request the HTTP parser
+    cannot read); never a hang."""
+    port = front_port
+    lines = [f"{method} {path} HTTP/1.1"]
+    if host is not None:
+        lines.append("Host: " + (host.format(port=port) if host != "{port}" else f"127.0.0.1:{port}"))
+    if length is not None:
+        lines.append(f"Content-Length: {length}")
+    if content_type is not None:
+        lines.append(f"Content-Type: {content_type}")
+    raw = ("\r\n".join([*lines, "Connection: close"]) + "\r\n\r\n").encode("utf-8") + body
+    with socket.create_connection((LOOPBACK, port), timeout=10) as connection:
+        connection.sendall(raw)
+        connection.shutdown(socket.SHUT_WR)  # no more bytes: a declared body longer than sent ends here
+        reply = b""
+        while chunk := connection.recv(65536):
+            reply += chunk
+
+    if reply:
+        status = int(reply.split(b" ", 2)[1])
+        assert status < 500 or (status == 501 and method in ("OPTIONS", "BREW")), reply[:300]
+        if status >= 400 and method != "HEAD" and b"\r\n\r\n{" in reply:
+            assert b'"error"' in reply
