@@ -362,6 +362,7 @@ class LocalEndpoint:
                 process.wait(timeout=timeout)
             _signal_group(process, signal.SIGKILL)  # stubs left behind by a crashed server go too
             process.wait()
+            _wait_for_group_to_end(process.pid, timeout=5.0)
         if self._owned_workdir is not None:
             self._owned_workdir.cleanup()
             self._owned_workdir = None
@@ -399,6 +400,17 @@ def _die_with_parent() -> None:
     stopping it (e.g. pytest killed by SIGKILL); the Python backend stubs exit when the server does."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _wait_for_group_to_end(group: int, *, timeout: float) -> None:
+    """The server is reaped; its SIGKILLed stubs (now children of init) may take a moment to be gone."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except OSError:  # ProcessLookupError: none left
+            return
+        time.sleep(0.05)
 
 
 def _signal_group(process: subprocess.Popen, signum: int) -> None:
