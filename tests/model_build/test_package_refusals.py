@@ -349,3 +349,13 @@ def test_a_single_archive_of_several_models_needs_the_default_model(tmp_path: Pa
     assert cli.main(["package", str(repo), "--out", str(tmp_path / "cli")]) == 1
     assert "SAGEMAKER_TRITON_DEFAULT_MODEL_NAME" in capsys.readouterr().err
     assert cli.main(["package", str(repo), "--out", str(tmp_path / "cli"), "--default-model", "first"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("-1", b"-1 is not between 1 and 64"), ("0", b"0 is not between"), ("x", b"'x' is not")]
+)
+def test_package_workers_must_be_a_positive_count(tmp_path: Path, value: str, expected: bytes) -> None:
+    result = run_cli("package", "examples/models", "--out", str(tmp_path / "out"), f"--workers={value}")
+    assert result.returncode == 2 and b"Traceback" not in result.stderr and expected in result.stderr, result.stderr
+
+
