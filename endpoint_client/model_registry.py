@@ -41,7 +41,7 @@ from tritonclient.grpc import model_config_pb2
 
 from endpoint_client.limits import MAX_LOADED_MODELS, MME_LOAD_TIMEOUT_SECONDS, MME_UNLOAD_TIMEOUT_SECONDS
 from endpoint_client.request_check import RequestRefused
-from endpoint_client.triton_backend import TritonHTTP
+from endpoint_client.triton_backend import REPOSITORY_POLL_SECONDS, TritonHTTP
 
 # A TargetModel is an S3 key relative to the endpoint's prefix (sagemaker-runtime TargetModelHeader:
 # 1..1024 printable characters); locally it names a folder and a Triton model, so plain names only.
@@ -50,6 +50,7 @@ _ENSEMBLE = re.compile(r"platform:\s*\"ensemble\"")  # Triton's own test (platfo
 # Triton's SageMaker service answers a failed load with 507 when the error reads like this (its list).
 _OUT_OF_MEMORY = ("out of memory", "Out of memory", "Out Of Memory", "OutOfMemory", "MemoryError", "OOM")
 _POLL_WAIT_SECONDS = 0.2  # between looks at the repository index while Triton polls (every second)
+_STALE_STATE_SECONDS = 3 * REPOSITORY_POLL_SECONDS + 1.0  # by then Triton's poll has reached a new folder
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class ModelRegistry:
         self.staging = staging
         self.incoming = incoming if incoming is not None else repository.with_name(f"{repository.name}-incoming")
         self.models: dict[str, LoadedModel] = {}
+        self._failures: dict[str, str] = {}  # name -> Triton's reason for its last failed load
         self._lock = threading.Lock()  # one load or unload at a time
 
     def get(self, name: str) -> LoadedModel | None:
@@ -133,15 +135,28 @@ class ModelRegistry:
 
     def _wait_until_loaded(self, name: str) -> None:
         """Until the repository index says READY; UNAVAILABLE with a reason (but 'unloaded', a former load's
-        record) is the load's failure, answered like Triton's SageMaker service (507 for out of memory)."""
-        deadline = time.monotonic() + MME_LOAD_TIMEOUT_SECONDS
+        record) is the load's failure, answered like Triton's SageMaker service (507 for out of memory).
+
+        The index shows a folder's former state until Triton's next poll reaches it, so the reason of this
+        name's previous failed load counts only once Triton has moved on (another state seen) or after a few
+        polls: otherwise a fixed archive loaded again under the same name got the old failure at once."""
+        started = time.monotonic()
+        deadline = started + MME_LOAD_TIMEOUT_SECONDS
+        previous_failure = self._failures.get(name)
+        moved_on = False
         while time.monotonic() < deadline:
             found = self.triton.model_state(name)
             state, reason = found if found is not None else ("", "")
             if state == "READY" and self.triton.model_ready(name):
+                self._failures.pop(name, None)
                 return
             if state == "UNAVAILABLE" and reason and reason != "unloaded":
-                raise RequestRefused(507 if any(s in reason for s in _OUT_OF_MEMORY) else 400, reason)
+                stale = reason == previous_failure and not moved_on
+                if not stale or time.monotonic() - started > _STALE_STATE_SECONDS:
+                    self._failures[name] = reason
+                    raise RequestRefused(507 if any(s in reason for s in _OUT_OF_MEMORY) else 400, reason)
+            elif state not in ("", "UNAVAILABLE"):
+                moved_on = True
             time.sleep(_POLL_WAIT_SECONDS)
         raise RequestRefused(
             504, f"model {name!r} was not loaded within {MME_LOAD_TIMEOUT_SECONDS:.0f} s; Triton's log says why"
