@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import tarfile
 from pathlib import Path
 
 import pytest
 
+from endpoint_client.errors import LocalEndpointError
 from endpoint_client.front import SageMakerAPI
+from endpoint_client.local_endpoint import LocalEndpoint
 from endpoint_client.model_registry import ModelRegistry
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -101,3 +104,29 @@ def test_an_unloaded_record_or_no_record_yet_means_wait(tmp_path: Path, states: 
     registry = registry_for(tmp_path, ScriptedTriton(states))
 
     assert load(registry, staged(tmp_path)) == (200, "")
+
+
+@pytest.mark.triton
+def test_on_real_triton_a_failed_load_then_a_fixed_archive_under_the_same_name(
+    triton_env: Path, add_sub_archive: Path, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken" / "add_sub"
+    (broken / "1").mkdir(parents=True)
+    (broken / "config.pbtxt").write_text((REPO_ROOT / "examples/models/add_sub/config.pbtxt").read_text())
+    (broken / "1" / "model.py").write_text("raise RuntimeError('this model cannot initialise')\n")
+    archive = tmp_path / "broken.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(broken, arcname="add_sub")
+
+    with LocalEndpoint(
+        multi_model=True,
+        environment={"SAGEMAKER_TRITON_LOG_VERBOSE": "false"},
+        triton_env=triton_env,
+        workdir=tmp_path / "work",
+        startup_timeout=60,
+    ) as endpoint:
+        with pytest.raises(LocalEndpointError, match=r"HTTP 400: .*this model cannot initialise"):
+            endpoint.load_model("m.tar.gz", archive)
+        endpoint.load_model("m.tar.gz", add_sub_archive)
+
+        assert endpoint.list_models() == ["m.tar.gz"]
