@@ -16,6 +16,8 @@ from typing import Any
 from endpoint_client.errors import InvalidInputError
 
 REGION_HELP = "region to price (default: the config's region; required when the config has none)"
+# Below one hour a month every figure rounds to $0.00 at cents: refuse rather than print zeros that mean nothing.
+MIN_HOURS_PER_MONTH = 1.0
 
 
 def _hours(text: str) -> float:
@@ -23,8 +25,8 @@ def _hours(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of hours") from None
-    if not math.isfinite(value) or not 0 < value <= 744:  # 744 = 31 days x 24 h, the longest month
-        raise argparse.ArgumentTypeError(f"{text!r}: hours per month must be more than 0 and at most 744")
+    if not math.isfinite(value) or not MIN_HOURS_PER_MONTH <= value <= 744:  # 744 = 31 days x 24 h, the longest month
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: hours per month must be at least 1 and at most 744")
     return value
 
 
@@ -80,12 +82,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="--loadtest: the stage endpoint it measured (default: the file's target.endpoint)",
     )
+    parser.add_argument(
+        "--loadtest-instances",
+        type=int,
+        metavar="N",
+        help="--loadtest of an inference-component endpoint: instances the endpoint ran during the test (the "
+        "file's `instances` counts component copies; default: the endpoint's fixed count when min_instances = "
+        "max_instances)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from endpoint_client import cost_report
     from endpoint_client.prices import PriceListPrices, SnapshotPrices, credentials_available
 
+    if args.model_memory and not args.compare_multi_model:
+        # Silently ignoring a size (or an unknown model) would hide a typo: it only means something there.
+        raise InvalidInputError("--model-memory goes with --compare-multi-model")
+    if args.loadtest_instances is not None and not args.loadtest:
+        raise InvalidInputError("--loadtest-instances goes with --loadtest")
     config = _load_config(args.config)
     region = _region(args, config)
     loadtest = None
@@ -111,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if loadtest is not None:
         report["loadtest"] = _loadtest_section(args, loadtest, report)
-    print(json.dumps(report, indent=2) if args.json else format_text(report))
+    # allow_nan=False: every figure is finite or null (a non-finite one would not be JSON).
+    print(json.dumps(report, indent=2, allow_nan=False) if args.json else format_text(report))
     return 0
 
 
@@ -133,6 +149,11 @@ def _region(args: argparse.Namespace, config: Any) -> str:
 
     if args.region is not None and not re.fullmatch(REGION_PATTERN, args.region):
         raise InvalidInputError(f"--region {args.region[:40]!r} is not an AWS region code (e.g. us-east-1)")
+    if args.region is not None and args.region not in known_regions():
+        raise InvalidInputError(
+            f"--region {args.region}: not a region in botocore's endpoint data (its partitions' regions); a region "
+            "newer than the installed botocore needs a newer botocore"
+        )
     if config.region and args.region and args.region != config.region:
         raise InvalidInputError(
             f"{args.config}: region: the stage deploys to {config.region}, not --region {args.region}; "
@@ -144,6 +165,15 @@ def _region(args: argparse.Namespace, config: Any) -> str:
             f"{args.config}: region: not set (an environment-agnostic stage); give --region to price it"
         )
     return region
+
+
+def known_regions() -> frozenset[str]:
+    """Every region of every partition in botocore's endpoint data (endpoints.json, what
+    boto3.session.Session().get_available_regions reads)."""
+    import botocore.session
+
+    data = botocore.session.get_session().get_data("endpoints")
+    return frozenset(region for partition in data["partitions"] for region in partition.get("regions", {}))
 
 
 def _memory(pairs: list[tuple[str, float]], config: Any) -> dict[str, float]:
@@ -177,27 +207,90 @@ def _loadtest_section(args: argparse.Namespace, loadtest: Any, report: dict[str,
             f"{args.loadtest}: endpoint {wanted[:80]!r} is not an endpoint of stage {report['stage']} "
             f"({', '.join(e['name'] for e in report['endpoints'])}); give --loadtest-endpoint NAME"
         )
-    instances = loadtest.instances
+    target = loadtest.target
+    if target.region is not None and target.region != report["region"]:
+        raise InvalidInputError(
+            f"{args.loadtest}: target.region: the load test ran in {target.region}, the stage is priced in "
+            f"{report['region']}; price the region the test measured"
+        )
+    variant = _loadtest_variant(args, target.variant, endpoint)
+    instances = _loadtest_instances(args, loadtest, endpoint)
     rate = sustainable_rate(loadtest)
-    per_million = cost_per_million(endpoint["hourly_usd"], instances, rate)
+    hourly = variant["hourly_usd"]
+    per_million = cost_per_million(hourly, instances, rate)
     note = None
     if rate is None:
         note = "no level without errors and with a throughput above 0: no sustainable rate"
-    elif endpoint["hourly_usd"] is None:
-        note = f"unknown price of {endpoint['instance_type']}"
+    elif hourly is None:
+        note = f"unknown price of {variant['instance_type']}"
+    elif per_million is None:
+        note = f"a sustainable rate of {rate:g} inferences/s gives no finite, non-zero cost per million"
     return {
         "file": str(args.loadtest),
         "endpoint": endpoint["name"],
-        "instance_type": endpoint["instance_type"],
+        "variant": variant["name"],
+        "instance_type": variant["instance_type"],
         "instances": instances,
         "sustainable_inferences_per_second": rate,
-        "usd_per_million_inferences": None if per_million is None else round(per_million, 4),
+        "usd_per_million_inferences": per_million,
         "note": note,
     }
 
 
+def _loadtest_variant(args: argparse.Namespace, name: str | None, endpoint: dict[str, Any]) -> dict[str, Any]:
+    """The variant the load test drove (target.variant); with several variants and none named, traffic was split
+    between them by weight, so no one instance type's price applies: refused."""
+    variants = {v["name"]: v for v in endpoint["variants"]}
+    if name is None:
+        if len(variants) > 1:
+            raise InvalidInputError(
+                f"{args.loadtest}: target.variant: not set, and endpoint {endpoint['name']} has variants "
+                f"{', '.join(variants)} (traffic split between them); load-test one (loadtest --variant NAME)"
+            )
+        return endpoint["variants"][0]
+    if name not in variants:
+        raise InvalidInputError(
+            f"{args.loadtest}: target.variant: {name[:80]!r} is not a variant of endpoint {endpoint['name']} "
+            f"({', '.join(variants)})"
+        )
+    return variants[name]
+
+
+def _loadtest_instances(args: argparse.Namespace, loadtest: Any, endpoint: dict[str, Any]) -> int:
+    """Instances billed during the test. On an inference-component endpoint `loadtest --instances` counts copies
+    ("instances (or inference component copies)"), while the bill is the endpoint's instances: those come from
+    --loadtest-instances, or from the config when min_instances = max_instances (a fixed count)."""
+    components = endpoint["mode"] == "inference_components" or loadtest.target.inference_component is not None
+    given = args.loadtest_instances
+    if not components:
+        if given is not None:
+            raise InvalidInputError(
+                f"--loadtest-instances: endpoint {endpoint['name']} has no inference components; the file's "
+                "`instances` counts the instances that served the load"
+            )
+        return loadtest.instances
+    if given is not None:
+        if not 1 <= given <= 1000:
+            raise InvalidInputError(f"--loadtest-instances {given}: 1-1000 instances")
+        return given
+    if endpoint["instances_min"] == endpoint["instances_max"] and endpoint["instances_min"] >= 1:
+        return endpoint["instances_min"]
+    raise InvalidInputError(
+        f"{args.loadtest}: instances: on inference-component endpoint {endpoint['name']} it counts component "
+        f"copies, and the endpoint runs {endpoint['instances_min']}-{endpoint['instances_max']} instances; give "
+        "--loadtest-instances N (the instances it ran during the test)"
+    )
+
+
 def _usd(value: float | None) -> str:
     return "unknown" if value is None else f"${value:,.2f}"
+
+
+def _usd_small(value: float | None) -> str:
+    """A figure that may be far below a cent (cost per million inferences): significant digits, never $0.00."""
+    if value is None:
+        return "unknown"
+    return f"${value:,.2f}" if value >= 0.01 else f"${value:.4g}"
 
 
 def format_text(report: dict[str, Any]) -> str:
@@ -255,14 +348,14 @@ def format_text(report: dict[str, Any]) -> str:
         lines += [f"  caveat: {c}" for c in comparison["caveats"]]
     test = report.get("loadtest")
     if test:
-        served = f"{test['instances']} x {test['instance_type']}"
+        served = f"{test['instances']} x {test['instance_type']}, variant {test['variant']}"
         lines += ["", f"Load test {test['file']} on {test['endpoint']} ({served}):"]
         if test["note"]:
             lines.append(f"  {test['note']}")
         if test["sustainable_inferences_per_second"] is not None:
             lines.append(
                 f"  sustainable {test['sustainable_inferences_per_second']:g} inferences/s: "
-                f"{_usd(test['usd_per_million_inferences'])} per million inferences"
+                f"{_usd_small(test['usd_per_million_inferences'])} per million inferences"
             )
     sources = sorted(
         {v["price_note"] for e in report["endpoints"] for v in e["variants"] if v["hourly_usd"] is not None}

@@ -7,9 +7,15 @@ Sources and rules:
   `terms.OnDemand.<offer>.priceDimensions.<rate>.pricePerUnit.USD`.
 - SageMaker real-time hosting is service code `AmazonSageMaker`, attribute `component` = `Hosting`, `instanceName`
   = the `ml.*` type, `regionCode` = the region (one product per instance type and region, unit `Hrs`).
-- CodeBuild is service code `CodeBuild`; an on-demand GPU build minute is the product whose `usagetype` ends with
-  `LinuxGPU:g1.small` (BUILD_GENERAL1_SMALL) or `LinuxGPU:g1.large` (BUILD_GENERAL1_LARGE), as infracost's
-  CodeBuild resource (internal/resources/aws/codebuild_project.go) selects it.
+- CodeBuild is service code `CodeBuild`; an on-demand BUILD_GENERAL1_LARGE GPU build minute is the product whose
+  `usagetype` ends with `LinuxGPU:g1.large`, as infracost's CodeBuild resource
+  (internal/resources/aws/codebuild_project.go) matches it (/LinuxGPU:g1.large/). No source confirms the usage
+  type of the GPU *small* minute (BUILD_GENERAL1_SMALL on LINUX_GPU_CONTAINER, "Linux GPU Small" in CodeBuild's
+  "Build environment compute modes and types"), so the Price List path reports it as unknown instead of guessing
+  a name (the snapshot may still carry it, with its source).
+- SageMaker's filter stays `component` = `Hosting`: an unattributed sample filters on productFamily "ML Instance"
+  and platoinstancetype "Hosting" instead, but no AWS document found states either, so nothing is changed on its
+  word.
 - A price that is missing, ambiguous (several different on-demand prices for one product) or not in USD is
   *unknown*: the report says so and never substitutes another figure.
 - The snapshot (endpoint_client/data/prices-snapshot.json) holds only prices found in a published source, each
@@ -37,9 +43,9 @@ MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024
 PRICING_API_REGION = "us-east-1"  # the Price List Query API's endpoint region (any region is priced from it)
 REGION_PATTERN = r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}$"
 BuildCompute = Literal["BUILD_GENERAL1_SMALL", "BUILD_GENERAL1_LARGE"]
-# CodeBuild's price-list usage types name the compute types this way (infracost, codebuild_project.go).
+# CodeBuild's price-list usage type of the GPU large minute (infracost, codebuild_project.go: /LinuxGPU:g1.large/).
+# The small GPU minute's usage type is not confirmed by any source found: it has no entry, so its price is unknown.
 CODEBUILD_USAGE_SUFFIX: dict[str, str] = {
-    "BUILD_GENERAL1_SMALL": "LinuxGPU:g1.small",
     "BUILD_GENERAL1_LARGE": "LinuxGPU:g1.large",
 }
 
@@ -125,7 +131,7 @@ def read_json_file(path: Path, what: str, limit: int = MAX_SNAPSHOT_BYTES) -> An
     if len(data) > limit:
         raise PriceError(f"{path}: the {what} is larger than {limit} bytes")
     try:
-        return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+        return json.loads(data.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=_unique_keys)
     except UnicodeDecodeError as error:
         raise PriceError(f"{path}: the {what} is not UTF-8 ({error.reason} at byte {error.start})") from None
     except json.JSONDecodeError as error:
@@ -134,6 +140,17 @@ def read_json_file(path: Path, what: str, limit: int = MAX_SNAPSHOT_BYTES) -> An
         ) from None
     except (ValueError, RecursionError) as error:
         raise PriceError(f"{path}: the {what} is not usable JSON: {str(error)[:200]}") from None
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """RFC 8259 4: names within an object SHOULD be unique, and with duplicates behaviour is unpredictable; Python
+    keeps the last silently. A key given twice is refused."""
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"key {key[:80]!r} is given twice in one object")
+        seen[key] = value
+    return seen
 
 
 def _no_constant(name: str) -> Any:
@@ -206,7 +223,11 @@ class PriceListPrices:
         if key not in self._cache:
             suffix = CODEBUILD_USAGE_SUFFIX.get(compute)
             if suffix is None:
-                return Price(None, f"unknown price: {compute} is not an on-demand GPU compute type")
+                return Price(
+                    None,
+                    f"unknown price: no source confirms the Price List usage type of a CodeBuild GPU {compute} "
+                    "minute (infracost matches LinuxGPU:g1.large only)",
+                )
             items = self._products("CodeBuild", {"regionCode": region})
             chosen = [i for i in items if str(_attributes(i).get("usagetype", "")).endswith(suffix)]
             self._cache[key] = _one_price(chosen, unit_words=("min",), what=f"CodeBuild GPU {compute} in {region}")

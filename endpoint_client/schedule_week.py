@@ -13,7 +13,11 @@ figure is not computed and the reason is given (never an estimate).
 Method: the bounds start at the autoscaling settings, one whole week (the warm-up) is played so each action has
 fired at least once, and the next week is measured minute by minute. The weeks start on Monday 2025-01-06 00:00
 UTC, a fortnight without daylight-saving changes in any time zone, so a local schedule keeps its shape.
-Actions firing in the same minute apply in config order.
+
+What AWS does not document is not invented: Application Auto Scaling documents no order for actions that fire in
+the same minute, and its scheduled scaling guide says an action that changes one bound must leave the new minimum at
+or below the maximum (include both sizes otherwise). So two actions that fire in the same minute and set a bound to
+different values, or a minimum that ends up above the maximum, give no weekly figure, with the reason (NotWeekly).
 """
 
 from __future__ import annotations
@@ -56,8 +60,9 @@ class NotWeekly(ValueError):
 
 def weekly_capacity(min_capacity: int, max_capacity: int, actions: Sequence[Action]) -> WeeklyCapacity:
     """Average min and max bounds over the measured week. Raises NotWeekly naming the first action without
-    a weekly pattern. A minimum raised above the maximum counts the minimum for both bounds (capacity never
-    drops below its minimum)."""
+    a weekly pattern, two actions that set a bound to different values in the same minute (AWS documents no
+    order between them), or a minimum left above the maximum (AWS: an action must not leave the minimum above the
+    maximum; its outcome is not documented, so no figure is given)."""
     events: list[tuple[int, int, Action]] = []  # (minute from warm-up start, config order, action)
     for order, action in enumerate(actions):
         events += [(minute, order, action) for minute in _firing_minutes(action)]
@@ -66,15 +71,44 @@ def weekly_capacity(min_capacity: int, max_capacity: int, actions: Sequence[Acti
     low_sum = high_sum = 0
     index = 0
     for minute in range(2 * MINUTES_PER_WEEK):
+        fired: list[Action] = []
         while index < len(events) and events[index][0] == minute:
-            action = events[index][2]
-            low = action.min_capacity if action.min_capacity is not None else low
-            high = action.max_capacity if action.max_capacity is not None else high
+            fired.append(events[index][2])
             index += 1
+        if fired:
+            _same_minute(fired, minute)
+            for action in fired:
+                low = action.min_capacity if action.min_capacity is not None else low
+                high = action.max_capacity if action.max_capacity is not None else high
+            if low > high:
+                names = ", ".join(repr(a.name) for a in fired)
+                raise NotWeekly(
+                    f"scheduled action {names}: at {_when(minute)} the minimum {low} is above the maximum {high}; "
+                    "Application Auto Scaling requires a scheduled action to keep the new minimum at or below the "
+                    "maximum (give both min_capacity and max_capacity), so no weekly figure is computed"
+                )
         if minute >= MINUTES_PER_WEEK:
             low_sum += low
-            high_sum += max(low, high)
+            high_sum += high
     return WeeklyCapacity(low_sum / MINUTES_PER_WEEK, high_sum / MINUTES_PER_WEEK)
+
+
+def _same_minute(fired: list[Action], minute: int) -> None:
+    """Two actions in one minute that set a bound to different values: AWS documents no order between them."""
+    for bound in ("min_capacity", "max_capacity"):
+        values = {getattr(a, bound) for a in fired if getattr(a, bound) is not None}
+        if len(values) > 1:
+            names = ", ".join(repr(a.name) for a in fired if getattr(a, bound) is not None)
+            raise NotWeekly(
+                f"scheduled actions {names} fire in the same minute ({_when(minute)}) and set {bound} to "
+                f"{sorted(values)}; Application Auto Scaling documents no order between them, so no weekly figure "
+                "is computed"
+            )
+
+
+def _when(minute: int) -> str:
+    moment = WEEK_START + datetime.timedelta(minutes=minute % MINUTES_PER_WEEK)
+    return moment.strftime("%a %H:%M UTC")
 
 
 def _firing_minutes(action: Action) -> list[int]:
@@ -117,7 +151,10 @@ def _values(text: str, low: int, high: int, names: tuple[str, ...], action: str)
     values: set[int] = set()
     for item in text.split(","):
         base, slash, step_text = item.partition("/")
-        if any(c in base.upper() for c in "LW#?"):
+        # L / W / # / ? are special characters; a day name (WED) is not: strip the names before looking for them
+        # (EventBridge cron: W is a Day-of-month wildcard, L and # Day-of-month / Day-of-week ones).
+        letters = re.sub("|".join(names), "", base.upper()) if names else base.upper()
+        if any(c in letters for c in "LW#?"):
             raise NotWeekly(f"scheduled action {action!r}: {text!r} (L, W, # or ?) has no weekly pattern")
         step = int(step_text) if slash and step_text.isdigit() else 1
         if slash and (not step_text.isdigit() or step < 1):

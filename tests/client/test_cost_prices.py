@@ -123,8 +123,10 @@ def test_price_list_missing_or_ambiguous_is_unknown(pricing) -> None:
 
 
 def test_price_list_codebuild_gpu_minute(pricing) -> None:
-    """CodeBuild: the product whose usagetype ends with LinuxGPU:g1.small is BUILD_GENERAL1_SMALL (infracost's
-    codebuild_project.go mapping); other compute types in the same answer are ignored."""
+    """CodeBuild: the product whose usagetype ends with LinuxGPU:g1.large is BUILD_GENERAL1_LARGE (infracost's
+    codebuild_project.go matches /LinuxGPU:g1.large/); other compute types in the same answer are ignored. The GPU
+    small minute's usage type is confirmed by no source (review finding L8), so it is unknown, never guessed, and
+    no Price List call is made for it."""
     client, stubber = pricing
     request = {
         "ServiceCode": "CodeBuild",
@@ -137,7 +139,11 @@ def test_price_list_codebuild_gpu_minute(pricing) -> None:
         price_item({"servicecode": "CodeBuild", "usagetype": "USW2-Build-Min:Linux:g1.small"}, "0.005", "Minutes"),
     ]
     stubber.add_response("get_products", {"PriceList": items}, request)
-    assert PriceListPrices(client).gpu_build_minute("BUILD_GENERAL1_SMALL", "us-west-2").usd == pytest.approx(0.1)
+    prices = PriceListPrices(client)
+    assert prices.gpu_build_minute("BUILD_GENERAL1_LARGE", "us-west-2").usd == pytest.approx(0.65)
+    small = prices.gpu_build_minute("BUILD_GENERAL1_SMALL", "us-west-2")
+    assert small.usd is None and "no source confirms" in small.note
+    stubber.assert_no_pending_responses()
 
 
 def test_price_list_refusal_is_a_clean_error(pricing) -> None:
