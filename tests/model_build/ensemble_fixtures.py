@@ -12,6 +12,8 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto, helper
 
+from model_build.settings import ModelSettings
+
 PRE_CONFIG = """\
 name: "pre"
 backend: "python"
@@ -174,3 +176,26 @@ def tiny_wheel(folder: Path, name: str = "onlyenv", version: str = "1.0", mark: 
         for path, data in files.items():
             archive.writestr(zipfile.ZipInfo(path, (1980, 1, 1, 0, 0, 0)), data)
     return wheel
+
+
+def python_folder(root: Path, config: str, name: str = "pre") -> Path:
+    folder = root / "models" / name
+    (folder / "1").mkdir(parents=True)
+    (folder / "1" / "model.py").write_text("class TritonPythonModel:\n    pass\n")
+    (folder / "config.pbtxt").write_text(config)
+    return folder
+
+
+def python_settings(**fields) -> ModelSettings:
+    return ModelSettings.model_validate(
+        {"name": "pre", "platform": "python", "source": {"path": "models/pre"}, **fields}
+    )
+
+
+def pipe_settings(**ensemble) -> dict:
+    steps = [
+        {"model": "pre", "input_map": {"image": "image"}, "output_map": {"pixels": "pixels"}},
+        {"model": "cnn", "input_map": {"input": "pixels"}, "output_map": {"output": "logits"}},
+        {"model": "post", "input_map": {"logits": "logits"}, "output_map": {"labels": "labels"}},
+    ]
+    return {"name": "pipe", "platform": "ensemble", "max_batch_size": 0, "ensemble": {"steps": steps, **ensemble}}

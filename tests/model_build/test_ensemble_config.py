@@ -8,7 +8,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from ensemble_fixtures import pipeline_repository, write_pipeline
+from ensemble_fixtures import PRE_CONFIG, pipe_settings, pipeline_repository, write_pipeline
 from tritonclient.grpc import model_config_pb2 as mc
 
 from model_build import cli
@@ -198,3 +198,25 @@ def test_a_prebuilt_archive_is_named_where_it_lies_in_the_model_folder():
     assert execution_env_value(settings) == "$$TRITON_MODEL_DIRECTORY/envs/conda.tar.gz"
     locked = settings.model_copy(update={"environment": None})
     assert execution_env_value(locked) is None
+
+
+def test_low10_the_batch_size_is_named_as_the_cause():
+    """Triton takes an unbatched model's first dim as the batching ensemble's batch axis (core ensemble_utils.cc
+    ValidateTensorConsistency compares the full shapes); with a single dim nothing is left for the ensemble."""
+    document = pipe_settings()
+    document["max_batch_size"] = 8
+    settings = ModelSettings.model_validate(document)
+    composing = {"pre": parse_composing(PRE_CONFIG, "pre", "pre/config.pbtxt")}
+    composing["cnn"] = parse_composing(
+        'name: "cnn"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 0\n'
+        'input [{name: "input" data_type: TYPE_FP32 dims: [1, 3]}]\n'
+        'output [{name: "output" data_type: TYPE_FP32 dims: [1, 3]}]\n',
+        "cnn",
+        "cnn/config.pbtxt",
+    )
+    composing["post"] = parse_composing(PRE_CONFIG.replace('"pre"', '"post"'), "post", "post/config.pbtxt")
+    with pytest.raises(InvalidModelError) as error:
+        build_ensemble_config(settings, composing)
+    assert error.value.step == 0 and error.value.field == "input_map"
+    assert "ensemble 'pipe' batches (max_batch_size 8) but steps[0]'s model 'pre' does not" in str(error.value)
+    assert "must specify 'dims'" not in str(error.value)

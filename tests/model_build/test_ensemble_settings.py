@@ -4,11 +4,12 @@ locked-requirements rule (model_build/requirements_lock.py)."""
 from __future__ import annotations
 
 import pytest
+from ensemble_fixtures import pipe_settings
 from pydantic import ValidationError
 
 from model_build.errors import InvalidModelError
 from model_build.requirements_lock import read_locked_requirements, requirements_problems
-from model_build.settings import MAX_ENSEMBLE_STEPS, ModelSettings
+from model_build.settings import MAX_ENSEMBLE_STEPS, TENSOR_NAME_PATTERN, ModelSettings
 
 STEPS = [
     {"model": "pre", "input_map": {"image": "image"}, "output_map": {"pixels": "pixels"}},
@@ -186,3 +187,46 @@ def test_reading_a_file_names_it(tmp_path):
     path.write_bytes(b"\xff\xfe")
     with pytest.raises(InvalidModelError, match="not UTF-8"):
         read_locked_requirements(path)
+
+
+# --- the ensemble interface and tensor names ---------------------------------------------------------
+
+
+def test_m6_a_one_letter_typo_is_refused_not_made_an_input():
+    document = pipe_settings()
+    document["ensemble"]["steps"][2]["input_map"] = {"logits": "logit"}
+    with pytest.raises(ValidationError) as error:
+        ModelSettings.model_validate(document)
+    assert (
+        "steps[2].input_map reads 'logit', which no step writes, so it would become an ensemble input; steps[1] "
+        "writes 'logits'"
+    ) in str(error.value)
+
+
+def test_m6_a_declared_interface_must_be_what_the_steps_make():
+    document = pipe_settings(inputs=["image"], outputs=["labels"])
+    settings = ModelSettings.model_validate(document)
+    assert (settings.ensemble.inputs, settings.ensemble.outputs) == (["image"], ["labels"])
+    assert ModelSettings.model_validate(settings.model_dump(mode="json")) == settings  # the build's document
+    document["ensemble"]["steps"][2]["input_map"] = {"logits": "logit"}
+    with pytest.raises(ValidationError, match=r"the steps also make \['logit'\] an ensemble input"):
+        ModelSettings.model_validate(document)
+    # Declared on purpose, an input near a written tensor is accepted, and the declared order is the config's.
+    document["ensemble"]["inputs"] = ["logit", "image"]
+    document["ensemble"]["outputs"] = ["labels", "logits"]
+    assert ModelSettings.model_validate(document).ensemble.inputs == ["logit", "image"]
+
+
+def test_m6_undeclared_ensembles_dump_as_before():
+    """No `inputs`/`outputs` key appears in the build document of an ensemble that does not declare them, so
+    its artifact digest is unchanged."""
+    assert set(ModelSettings.model_validate(pipe_settings()).model_dump(mode="json")["ensemble"]) == {"steps"}
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "a\nb", " ", "\t", "x y", "\x7f"])
+def test_low8_tensor_names_without_control_characters_or_whitespace(name):
+    document = pipe_settings()
+    document["ensemble"]["steps"][0]["input_map"] = {"image": name}
+    with pytest.raises(ValidationError) as error:
+        ModelSettings.model_validate(document)
+    assert f"String should match pattern '{TENSOR_NAME_PATTERN}'" in str(error.value)

@@ -15,12 +15,11 @@ import os
 import re
 import shutil
 import stat
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 from model_fixtures import onnx_matching
 
 from model_build import atomic, cli, model_tree, package
@@ -28,7 +27,6 @@ from model_build.check import check_repository
 from model_build.errors import InvalidModelError, ModelBuildError
 from model_build.package import package_repository
 
-ROOT = Path(__file__).resolve().parents[2]
 CONFIG = """
 name: "{name}"
 platform: "onnxruntime_onnx"
@@ -66,11 +64,6 @@ def secret(tmp_path: Path) -> Path:
     return path
 
 
-def run_cli(*argv: str) -> subprocess.CompletedProcess:
-    """The real command line in a subprocess: its stderr is what a user sees (and any traceback)."""
-    return subprocess.run([sys.executable, "-m", "model_build", *argv], cwd=ROOT, capture_output=True, timeout=120)
-
-
 def assert_refused_by_both(repo: Path, tmp_path: Path, rule: str, text: str) -> None:
     """check reports `rule` with `text`; package refuses with the same text and writes nothing; both
     commands exit 1 without a traceback."""
@@ -83,8 +76,8 @@ def assert_refused_by_both(repo: Path, tmp_path: Path, rule: str, text: str) -> 
     for argv in (["check", str(repo)], ["package", str(repo), "--out", str(out)]):
         result = run_cli(*argv)
         assert result.returncode == 1, result
-        assert b"Traceback" not in result.stderr, result.stderr.decode(errors="replace")
-    assert run_cli("package", str(repo), "--out", str(out)).stderr.startswith(b"ERROR: ")
+        assert "Traceback" not in result.stderr, result.stderr
+    assert run_cli("package", str(repo), "--out", str(out)).stderr.startswith("ERROR: ")
 
 
 # --- what sits in the repository ----------------------------------------------------------------
@@ -126,10 +119,10 @@ def test_a_non_utf8_file_name(repo: Path, tmp_path: Path) -> None:
 def test_a_non_utf8_model_folder_name(repo: Path, tmp_path: Path) -> None:
     shutil.copytree(repo / "m", os.fsdecode(os.fsencode(repo) + b"/m\xff"))
     result = run_cli("check", str(repo))
-    assert result.returncode == 1 and b"Traceback" not in result.stderr, result.stderr
-    assert b"m\\xff" in result.stdout
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "m\\xff" in result.stdout
     result = run_cli("package", str(repo), "--out", str(tmp_path / "out"), "--layout", "multi")
-    assert result.returncode == 1 and result.stderr.startswith(b"ERROR: "), result.stderr
+    assert result.returncode == 1 and result.stderr.startswith("ERROR: "), result.stderr
 
 
 def test_control_characters_in_a_name_cannot_forge_output_lines(repo: Path, tmp_path: Path) -> None:
@@ -246,8 +239,8 @@ def test_an_unwritable_output_folder(repo: Path, tmp_path: Path, monkeypatch, ca
 def test_an_output_path_under_a_file(repo: Path, tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     result = run_cli("package", str(repo), "--out", str(tmp_path / "file" / "out"))
-    assert result.returncode == 1 and b"Traceback" not in result.stderr
-    assert result.stderr.startswith(f"ERROR: {tmp_path / 'file' / 'out'}: cannot write the package".encode())
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"ERROR: {tmp_path / 'file' / 'out'}: cannot write the package")
 
 
 # --- races between the scan and the read -------------------------------------------------------
@@ -352,10 +345,8 @@ def test_a_single_archive_of_several_models_needs_the_default_model(tmp_path: Pa
 
 
 @pytest.mark.parametrize(
-    ("value", "expected"), [("-1", b"-1 is not between 1 and 64"), ("0", b"0 is not between"), ("x", b"'x' is not")]
+    ("value", "expected"), [("-1", "-1 is not between 1 and 64"), ("0", "0 is not between"), ("x", "'x' is not")]
 )
-def test_package_workers_must_be_a_positive_count(tmp_path: Path, value: str, expected: bytes) -> None:
+def test_package_workers_must_be_a_positive_count(tmp_path: Path, value: str, expected: str) -> None:
     result = run_cli("package", "examples/models", "--out", str(tmp_path / "out"), f"--workers={value}")
-    assert result.returncode == 2 and b"Traceback" not in result.stderr and expected in result.stderr, result.stderr
-
-
+    assert result.returncode == 2 and "Traceback" not in result.stderr and expected in result.stderr, result.stderr
