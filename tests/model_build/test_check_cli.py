@@ -5,17 +5,16 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
+from synth_helpers import PROJECT_ROOT
 
 from model_build.commands import COMMAND_MODULES, check
 from model_build.errors import InvalidModelError, ModelBuildError
 
-ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared"
+SHARED = PROJECT_ROOT.parent / "shared"
 VALID = SHARED / "triton-configs" / "valid"
 
 
@@ -97,21 +96,20 @@ _MISSING_COMMANDS = [
 
 
 @pytest.mark.skipif(bool(_MISSING_COMMANDS), reason=f"command modules not written yet: {_MISSING_COMMANDS}")
-def test_python_dash_m_model_build_check(tmp_path):
+def test_the_check_command_end_to_end(tmp_path):
     """End to end through cli.main: problems on stdout, summary on stderr, exit 1; ERROR: for user errors."""
     repo = broken_repository(tmp_path)
-    command = [sys.executable, "-m", "model_build", "check"]
 
-    result = subprocess.run([*command, str(repo), "--configs-only"], cwd=ROOT, capture_output=True, text=True)
+    result = run_cli("check", str(repo), "--configs-only")
     assert result.returncode == 1, result.stderr
     assert len(result.stdout.splitlines()) == 2
     assert result.stderr == f"check: 2 problems in {repo}\n"
 
-    result = subprocess.run([*command, str(VALID), "--instance-type", "ml.x"], cwd=ROOT, capture_output=True, text=True)
+    result = run_cli("check", str(VALID), "--instance-type", "ml.x")
     assert result.returncode == 1
     assert result.stderr.startswith("ERROR: --instance-type: unknown instance type 'ml.x'")
 
-    result = subprocess.run([*command, str(VALID), "--configs-only"], cwd=ROOT, capture_output=True, text=True)
+    result = run_cli("check", str(VALID), "--configs-only")
     assert (result.returncode, result.stdout) == (0, "")
 
 

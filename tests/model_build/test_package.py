@@ -17,6 +17,8 @@ import zlib
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
+from synth_helpers import PROJECT_ROOT
 
 from model_build import archive, cli, package
 from model_build.errors import InvalidModelError, ModelBuildError
@@ -450,22 +452,18 @@ PACKAGE = (sys.executable, "-m", "model_build", "package")
 
 
 def test_python_dash_m_model_build_package(tmp_path: Path, repository: Path) -> None:
-    root = Path(__file__).resolve().parents[2]
+    # A process of its own on purpose: this is the test of the `python -m model_build` entry point
+    # (model_build/__main__.py); other CLI tests call cli.main in-process (tests/model_build/cli_runner.py).
     result = subprocess.run(
         [*PACKAGE, str(repository), "--out", str(tmp_path / "out"), "--default-model", "detector"],
-        cwd=root,
+        cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,
     )
     assert result.returncode == 0, result.stderr
     archive = tmp_path / "out" / "model.tar.gz"
     assert result.stdout == f"{archive}  sha256:{sha256_of(archive)}\n"
-    result = subprocess.run(
-        [sys.executable, "-m", "model_build", "package", str(repository / "detector"), "--out", str(tmp_path / "x")],
-        cwd=root,
-        capture_output=True,
-        text=True,
-    )
+    result = run_cli("package", str(repository / "detector"), "--out", str(tmp_path / "x"))
     assert result.returncode == 1
     assert result.stderr.startswith("ERROR: ") and "config.pbtxt at the repository root" in result.stderr
 
