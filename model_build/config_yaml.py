@@ -68,12 +68,15 @@ def read_config_document(path: Path) -> ConfigDocument:
         if root is None:
             raise ConfigFileError(f"{path}: the file is empty; expected a mapping at the top level")
         lines: dict[tuple, int] = {}
-        _check_budget(root, path, lines, loader.node_locs)
+        _check_budget(root, path, lines, loader.node_locs, loader.mark_locs)
         data = loader.construct_document(root)
     except ConfigFileError:
         raise
     except yaml.MarkedYAMLError as error:
-        raise ConfigFileError(_yaml_message(path, error)) from None
+        # A constructor's error (a tag) points at a node whose field path is known: name it.
+        mark = error.problem_mark or error.context_mark
+        loc = loader.mark_locs.get(mark.index) if loader is not None and mark is not None else None
+        raise ConfigFileError(_yaml_message(path, error, loc)) from None
     except yaml.YAMLError as error:
         raise ConfigFileError(f"{path}: not valid YAML: {clip(str(error))}") from None
     except RecursionError:
@@ -117,9 +120,10 @@ def _read_text(path: Path) -> str:
         ) from None
 
 
-def _yaml_message(path: Path, error: yaml.MarkedYAMLError) -> str:
+def _yaml_message(path: Path, error: yaml.MarkedYAMLError, loc: tuple | None = None) -> str:
     mark = error.problem_mark or error.context_mark
     at = f" (line {mark.line + 1})" if mark is not None else ""
+    path = f"{path}: {_shown_loc(loc)}" if loc else path  # type: ignore[assignment]
     problem = ", ".join(part for part in (error.context, error.problem) if part) or "not valid YAML"
     if isinstance(error, yaml.constructor.ConstructorError) and "could not determine a constructor" in problem:
         tag = problem.split("tag", 1)[-1].strip(" '").replace("tag:yaml.org,2002:", "!!")
@@ -130,7 +134,9 @@ def _yaml_message(path: Path, error: yaml.MarkedYAMLError) -> str:
     return f"{path}: not valid YAML: {clip(problem)}{at}"
 
 
-def _check_budget(root: Node, path: Path, lines: dict[tuple, int], node_locs: dict[int, tuple]) -> None:
+def _check_budget(
+    root: Node, path: Path, lines: dict[tuple, int], node_locs: dict[int, tuple], mark_locs: dict[int, tuple]
+) -> None:
     """Refuse alias expansions, nesting and size beyond the budgets; record each value's line.
 
     Walks the node graph as the schema will see it (aliases expanded), memoising the size and
@@ -144,20 +150,22 @@ def _check_budget(root: Node, path: Path, lines: dict[tuple, int], node_locs: di
         nonlocal total
         if depth > MAX_DEPTH:
             raise ConfigFileError(
-                f"{path}: nested deeper than {MAX_DEPTH} levels (or an alias that refers to itself); "
-                f"a configuration needs far fewer (line {node.start_mark.line + 1})"
+                f"{path}: {_shown_loc(loc)}: nested deeper than {MAX_DEPTH} levels (or an alias that refers to "
+                f"itself); a configuration needs far fewer (line {node.start_mark.line + 1})"
             )
         if len(lines) < MAX_NODES:
             lines.setdefault(loc, node.start_mark.line + 1)
             node_locs.setdefault(id(node), loc)
+            if len(loc) >= len(mark_locs.get(node.start_mark.index, ())):
+                mark_locs[node.start_mark.index] = loc
         known = sizes.get(id(node))
         if known is not None:
             size, height = known
             if depth + height > MAX_DEPTH:
                 line = node.start_mark.line + 1
-                raise ConfigFileError(f"{path}: nested deeper than {MAX_DEPTH} levels (line {line})")
+                raise ConfigFileError(f"{path}: {_shown_loc(loc)}: nested deeper than {MAX_DEPTH} levels (line {line})")
             total += size
-            _check_total(total, path, node)
+            _check_total(total, path, node, loc)
             return known
         size, height = 1, 1
         if isinstance(node, SequenceNode):
@@ -172,30 +180,31 @@ def _check_budget(root: Node, path: Path, lines: dict[tuple, int], node_locs: di
                     size, height = size + child_size, max(height, child_height + 1)
         else:
             total += 1
-            _check_total(total, path, node)
+            _check_total(total, path, node, loc)
         sizes[id(node)] = (size, height)
         return size, height
 
     visit(root, (), 1)
 
 
-def _shown_loc(loc: tuple) -> str:
-    """('endpoints', 0, 'name') -> 'endpoints[0].name' (keys that are not plain words are quoted)."""
+def _shown_loc(loc: tuple | None) -> str:
+    """('endpoints', 0, 'name') -> 'endpoints[0].name' (keys that are not plain words are quoted); '<root>' for
+    the top level; at most 80 characters."""
     text = ""
-    for part in loc:
+    for part in loc or ():
         if isinstance(part, int):
             text += f"[{part}]"
         else:
             key = str(part) if str(part).replace("_", "").replace("-", "").isalnum() else repr(clip(str(part), 40))
             text += f".{key}" if text else key
-    return text
+    return clip(text, 80) if text else "<root>"
 
 
-def _check_total(total: int, path: Path, node: Node) -> None:
+def _check_total(total: int, path: Path, node: Node, loc: tuple) -> None:
     if total > MAX_NODES:
         raise ConfigFileError(
-            f"{path}: more than {MAX_NODES} values once aliases are expanded; a configuration needs far fewer "
-            f"(an alias bomb?) (line {node.start_mark.line + 1})"
+            f"{path}: {_shown_loc(loc)}: more than {MAX_NODES} values once aliases are expanded; a configuration "
+            f"needs far fewer (an alias bomb?) (line {node.start_mark.line + 1})"
         )
 
 
@@ -208,6 +217,7 @@ class _BoundedLoader(yaml.SafeLoader):
         self._depth = 0
         self._aliases = 0
         self.node_locs: dict[int, tuple] = {}  # id(node) -> its field path, filled by _check_budget
+        self.mark_locs: dict[int, tuple] = {}  # a node's start offset in the text -> its field path
 
     def compose_node(self, parent: Node | None, index: object) -> Node | None:
         if self.check_event(yaml.AliasEvent):
