@@ -14,6 +14,8 @@ import hashlib
 import json
 import math
 import re
+import secrets
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,29 @@ PAYLOAD_PREFIX = "inference-recommender/"
 # this: the role's policy (docs/performance.md) scopes its SageMaker actions to `ir-*`, away from the stage's own
 # endpoints (named `<stage>-<endpoint>`).
 JOB_PREFIX = "ir-"
+# Default job name: ir-<stage-model, cut to fit>-<UTC time to the second>-<4 random hex digits>. Job names must be
+# unique in the account and region, and SageMaker cuts derived names at 40 characters (DERIVED_NAME_LIMIT), so the
+# time and the random part are never cut: the stage/model part is shortened instead. Budget: 40 = "ir-" 3 + part +
+# "-" 1 + time 14 + "-" 1 + random 4 + a group suffix "-N" of at most 3 (at most 10 endpoint configurations).
+NAME_TIME_FORMAT = "%Y%m%d%H%M%S"
+NAME_RANDOM_HEX = 4
+NAME_PART_MAX = 40 - len(JOB_PREFIX) - 1 - 14 - 1 - NAME_RANDOM_HEX - 3
+# A model with a VpcConfig: SageMaker creates network interfaces in the VPC with the execution role, which then needs
+# these EC2 actions. Source: aws-cdk-lib 2.275.0 aws-stepfunctions-tasks/lib/sagemaker/create-model.js (the
+# policy SageMakerCreateModel grants its role when the model has a VPC; in the venv's aws_cdk jsii bundle), after
+# SageMaker's "Give SageMaker Hosted Endpoints Access to Resources in Your Amazon VPC" (SageMaker creates ENIs and
+# attaches them to the model containers). docs/performance.md lists them (<!-- recommend-role-policy-vpc -->).
+VPC_ROLE_ACTIONS = (
+    "ec2:CreateNetworkInterface",
+    "ec2:CreateNetworkInterfacePermission",
+    "ec2:DeleteNetworkInterface",
+    "ec2:DeleteNetworkInterfacePermission",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeVpcs",
+    "ec2:DescribeDhcpOptions",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeSecurityGroups",
+)
 
 
 def _bounded_int(low: int, high: int | None, what: str):
@@ -212,7 +237,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--job-name",
         metavar="NAME",
-        help=f"job name, starting {JOB_PREFIX} (default: {JOB_PREFIX}<stage>-<model>-<UTC time>)",
+        help=f"job name, starting {JOB_PREFIX} (default: {JOB_PREFIX}<stage>-<model, shortened>-<UTC time to the "
+        "second>-<4 random hex digits>)",
     )
     parser.add_argument(
         "--safety-factor",
@@ -232,7 +258,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
-def _instance_types(text: str, config_file: Path, model: Any, config: Any) -> list[Any]:
+def _instance_types(text: str, config_file: Path, model: Any, config: Any, endpoint: Any) -> list[Any]:
     from model_build.catalogue import UnknownInstanceTypeError, instance_type
 
     names = [name.strip() for name in text.split(",")]
@@ -254,6 +280,13 @@ def _instance_types(text: str, config_file: Path, model: Any, config: Any) -> li
         if needs_gpu and not instance.has_gpu:
             raise InvalidInputError(
                 f"--instance-types: {name} has no GPU, and model {model.name!r} in {config_file} runs on GPUs"
+            )
+        if endpoint.mode == "multi_model" and instance.gpu_count > 1:
+            # The config loader refuses it (multi-model endpoints take single-GPU types), so a result on it could
+            # never be deployed to this endpoint: refused before a job is paid for.
+            raise InvalidInputError(
+                f"--instance-types: {name} has {instance.gpu_count} GPUs, and endpoint {endpoint.name!r} is a "
+                "multi-model endpoint (single-GPU instance types only)"
             )
         types.append(instance)
     return types
@@ -342,7 +375,7 @@ def deployments(args: argparse.Namespace, config: Any) -> tuple[list[Deployment]
         )
     model = known[args.model]
     endpoint = _endpoint(args, config, model.name)
-    instances = _instance_types(args.instance_types, args.config, model, config)
+    instances = _instance_types(args.instance_types, args.config, model, config, endpoint)
     region = _region(args, config)
     bucket = _bucket(args, config)
     built = set(plan_stage(config, PROJECT_ROOT).artifact_keys())
@@ -394,6 +427,12 @@ def _job_settings(args: argparse.Namespace) -> JobSettings:
     ranges = dict(args.env_range)
     if len(ranges) != len(args.env_range):
         raise InvalidInputError("--env-range: each variable once")
+    if args.duration > args.job_duration:
+        # SageMaker API reference, Phase.DurationInSeconds: "This value should not exceed JobDurationInSeconds."
+        raise InvalidInputError(
+            f"--duration {args.duration}: the traffic phase must not exceed --job-duration {args.job_duration} "
+            "(Phase.DurationInSeconds should not exceed JobDurationInSeconds)"
+        )
     role_pattern = limit("CreateInferenceRecommendationsJob", "RoleArn", key="pattern")
     if not re.fullmatch(role_pattern, args.role_arn) or len(args.role_arn) > 2048:
         raise InvalidInputError(
@@ -429,11 +468,25 @@ def plan_requests(args: argparse.Namespace) -> tuple[list[dict[str, Any]], bytes
     groups, model = deployments(args, config)
     tensors = _payload_inputs(args, model)
     payload, content_type = payload_archive(tensors, PayloadEncoding(args.encoding))
-    base = args.job_name or f"{JOB_PREFIX}{config.stage}-{model.name}-{time.strftime('%Y%m%d%H%M%S', time.gmtime())}"
+    base = args.job_name or default_job_name(config.stage, model.name)
+    artifact_bucket = groups[0].model_data_url.split("/")[2]
     if args.payload_s3_uri:
         bucket, prefix = s3_location(args.payload_s3_uri, "--payload-s3-uri")
+        # The documented role (docs/performance.md, "The role") reads s3:GetObject on the artifact bucket's
+        # inference-recommender/* only: a payload elsewhere would fail the job on AccessDenied after it started.
+        if bucket != artifact_bucket or not prefix.startswith(PAYLOAD_PREFIX):
+            raise InvalidInputError(
+                f"--payload-s3-uri {args.payload_s3_uri[:100]}: must be under s3://{artifact_bucket}/{PAYLOAD_PREFIX} "
+                "(the role's documented policy reads the payload there only)"
+            )
     else:
-        bucket, prefix = groups[0].model_data_url.split("/")[2], PAYLOAD_PREFIX
+        bucket, prefix = artifact_bucket, PAYLOAD_PREFIX
+    if any(group.subnets for group in groups):
+        print(
+            f"note: endpoint {groups[0].endpoint} runs in a VPC: the role also needs {', '.join(VPC_ROLE_ACTIONS)} "
+            '(docs/performance.md, "The role")',
+            file=sys.stderr,
+        )
     key = f"{prefix}{job_name(base, None)}/{PAYLOAD_ARCHIVE}"
     url = f"s3://{bucket}/{key}"
     plans = []
@@ -456,6 +509,13 @@ def plan_requests(args: argparse.Namespace) -> tuple[list[dict[str, Any]], bytes
             }
         )
     return plans, payload, (bucket, key), config
+
+
+def default_job_name(stage: str, model: str) -> str:
+    """ir-<stage-model, shortened>-<UTC time to the second>-<random>: unique per run, never cut by SageMaker."""
+    part = re.sub(r"[^a-zA-Z0-9]+", "-", f"{stage}-{model}").strip("-")[:NAME_PART_MAX].rstrip("-")
+    stamp = time.strftime(NAME_TIME_FORMAT, time.gmtime())
+    return f"{JOB_PREFIX}{part}-{stamp}-{secrets.token_hex(NAME_RANDOM_HEX // 2)}"
 
 
 def _clients(region: str) -> tuple[Any, Any]:
@@ -507,7 +567,8 @@ def run(args: argparse.Namespace) -> int:
     rows = result_rows(described)
     best = best_row(rows, args.slo_p99_ms)
     endpoint = plans[0]["Endpoint"]
-    proposal = proposed_lines(best, endpoint=endpoint, safety_factor=args.safety_factor) if best else []
+    mode = next(e.mode for e in config.endpoints if e.name == endpoint)
+    proposal = proposed_lines(best, endpoint=endpoint, safety_factor=args.safety_factor, mode=mode) if best else []
     if args.json:
         print(
             json.dumps(
@@ -520,6 +581,7 @@ def run(args: argparse.Namespace) -> int:
                     "proposed_config_lines": proposal,
                 },
                 indent=2,
+                allow_nan=False,
             )
         )
         return 0

@@ -134,16 +134,19 @@ def best_row(rows: list[ResultRow], slo_ms: int) -> ResultRow | None:
     return min(fitting, key=lambda r: (r.cost_per_inference, r.instance_type), default=None)
 
 
-def proposed_lines(row: ResultRow, *, endpoint: str, safety_factor: float) -> list[str]:
-    """Stage-config lines for the endpoint (reviewed by a person, never written by this tool)."""
+def proposed_lines(row: ResultRow, *, endpoint: str, safety_factor: float, mode: str = "single_model") -> list[str]:
+    """Stage-config lines for the endpoint (reviewed by a person, never written by this tool), in the field the
+    config loader takes for the endpoint's mode: `autoscaling.invocations_per_instance` (SageMakerVariantInvocations
+    PerInstance), or on an inference-component endpoint, where the loader refuses `autoscaling`,
+    `inference_components.copy_scaling.invocations_per_copy` (SageMakerInferenceComponentInvocationsPerCopy). The
+    test ran the model alone on a whole instance, so the copy target assumes one copy per instance's worth of
+    accelerators; review it against the components' resources."""
     target = max(1, math.floor((row.max_invocations or 0) * safety_factor))
-    lines = [
-        "endpoints:",
-        f"  - name: {endpoint}",
-        f"    instance_type: {row.instance_type}",
-        "    autoscaling:",
-        f"      invocations_per_instance: {target}",
-    ]
+    lines = ["endpoints:", f"  - name: {endpoint}", f"    instance_type: {row.instance_type}"]
+    if mode == "inference_components":
+        lines += ["    inference_components:", "      copy_scaling:", f"        invocations_per_copy: {target}"]
+    else:
+        lines += ["    autoscaling:", f"      invocations_per_instance: {target}"]
     container = [(TUNABLE_VARIABLES[k], v) for k, v in sorted(row.environment.items()) if k in TUNABLE_VARIABLES]
     if container:
         lines.append("    container:")

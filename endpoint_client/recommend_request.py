@@ -16,6 +16,7 @@ distinct artifact, and an artifact the stage does not build is refused (the job 
 from __future__ import annotations
 
 import enum
+import gzip
 import io
 import json
 import re
@@ -231,13 +232,20 @@ def payload_archive(tensors: dict[str, np.ndarray], encoding: PayloadEncoding) -
 
     binary = encoding is PayloadEncoding.BINARY
     encoded = encode_request(tensors, encoding=Encoding.BINARY if binary else Encoding.JSON)
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as archive:
+    tar = io.BytesIO()
+    with tarfile.open(fileobj=tar, mode="w", format=tarfile.PAX_FORMAT) as archive:
         info = tarfile.TarInfo(PAYLOAD_FILE + (".bin" if binary else ".json"))
         info.size = len(encoded.body)
         info.mode = 0o644
         info.mtime = 0
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
         archive.addfile(info, io.BytesIO(encoded.body))
+    # tarfile's "w:gz" writes the current time into the gzip header (RFC 1952 MTIME): gzip with mtime=0 and no
+    # file name instead, so the same inputs give the same bytes at any time.
+    raw = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as compressed:
+        compressed.write(tar.getvalue())
     return raw.getvalue(), encoded.content_type
 
 

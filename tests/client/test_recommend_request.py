@@ -262,7 +262,7 @@ def test_default_job_name_starts_ir(capsys, model_config) -> None:
     index = args.index("--job-name")
     (job,) = dry_run(capsys, [*args[:index], *args[index + 2 :]])["jobs"]
     name = job["CreateInferenceRecommendationsJob"]["JobName"]
-    assert re.fullmatch(r"ir-dev-bert-base-\d{14}", name) and len(name) <= rr.DERIVED_NAME_LIMIT
+    assert re.fullmatch(r"ir-dev-bert-base-\d{14}-[0-9a-f]{4}", name) and len(name) <= rr.DERIVED_NAME_LIMIT
 
 
 def documented_policy() -> dict:
