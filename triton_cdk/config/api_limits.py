@@ -92,3 +92,40 @@ MAX_SECURITY_GROUPS = _maximum("sagemaker", "VpcSecurityGroupIds")
 SCHEDULED_ACTION_NAME = shape_limits("application-autoscaling", "ScheduledActionName")
 MAX_SCHEDULED_ACTION_NAME_LENGTH = _maximum("application-autoscaling", "ScheduledActionName")
 MAX_SCHEDULE_LENGTH = _maximum("application-autoscaling", "ResourceIdMaxLen1600")
+
+
+def _minimum(service: str, shape: str) -> float:
+    minimum = shape_limits(service, shape).minimum
+    if minimum is None:
+        raise LookupError(f"botocore {service} shape {shape} states no minimum")
+    return minimum
+
+
+def limits(service: str, shape: str) -> tuple[float, int]:
+    """(minimum, maximum) a botocore shape states; both must be stated."""
+    return _minimum(service, shape), _maximum(service, shape)
+
+
+# SageMaker CreateEndpointConfig ProductionVariant: VolumeSizeInGB, the two start-up timeouts (also an inference
+# component's StartupParameters), ProductionVariants (the primary and the extra variants), data capture's
+# InitialSamplingPercentage; CreateEndpoint DeploymentConfig: WaitIntervalInSeconds, TerminationWaitInSeconds,
+# AutoRollbackConfiguration.Alarms; CreateInferenceComponent: NumberOfCpuCoresRequired, Min/MaxMemoryRequiredInMb.
+VOLUME_SIZE_GB = limits("sagemaker", "ProductionVariantVolumeSizeInGB")
+MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS = limits("sagemaker", "ProductionVariantModelDataDownloadTimeoutInSeconds")
+STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS = limits(
+    "sagemaker", "ProductionVariantContainerStartupHealthCheckTimeoutInSeconds"
+)
+MAX_PRODUCTION_VARIANTS = _maximum("sagemaker", "ProductionVariantList")
+SAMPLING_PERCENT = limits("sagemaker", "SamplingPercentage")
+WAIT_INTERVAL_SECONDS = limits("sagemaker", "WaitIntervalInSeconds")
+TERMINATION_WAIT_SECONDS = limits("sagemaker", "TerminationWaitInSeconds")
+MAX_ROLLBACK_ALARMS = _maximum("sagemaker", "AlarmList")
+MIN_CPU_CORES = _minimum("sagemaker", "NumberOfCpuCores")
+MIN_MEMORY_MB = int(_minimum("sagemaker", "MemoryInMb"))
+
+# CodeBuild CreateProject: timeoutInMinutes (BuildTimeOut) and queuedTimeoutInMinutes (TimeOut).
+BUILD_TIMEOUT_MINUTES = limits("codebuild", "BuildTimeOut")
+QUEUED_TIMEOUT_MINUTES = limits("codebuild", "TimeOut")
+
+# CodePipeline CreatePipeline: PipelineName.
+PIPELINE_NAME = shape_limits("codepipeline", "PipelineName")

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from model_build.settings import StrictModel
+from triton_cdk.config.api_limits import BUILD_TIMEOUT_MINUTES, QUEUED_TIMEOUT_MINUTES
 
 if TYPE_CHECKING:
     from triton_cdk.config.app import AppConfig
@@ -69,12 +70,16 @@ class BuildSettings(StrictModel):
 
     timeout_minutes: int = Field(
         default=120,
-        ge=5,
-        le=2160,
-        description="CodeBuild build timeout in minutes, 5-2160; with queue_timeout_minutes at most 705 in all.",
+        ge=BUILD_TIMEOUT_MINUTES[0],
+        le=BUILD_TIMEOUT_MINUTES[1],
+        description=f"CodeBuild build timeout in minutes, {BUILD_TIMEOUT_MINUTES[0]}-{BUILD_TIMEOUT_MINUTES[1]}; with "
+        "queue_timeout_minutes at most 705 in all.",
     )
     queue_timeout_minutes: int = Field(
-        default=60, ge=5, le=480, description="CodeBuild queued timeout in minutes, 5-480."
+        default=60,
+        ge=QUEUED_TIMEOUT_MINUTES[0],
+        le=QUEUED_TIMEOUT_MINUTES[1],
+        description=f"CodeBuild queued timeout in minutes, {QUEUED_TIMEOUT_MINUTES[0]}-{QUEUED_TIMEOUT_MINUTES[1]}.",
     )
     # A project limit must stay below the account's concurrent-running-builds quota (60 by default,
     # "Quotas for AWS CodeBuild"); raise this bound together with the quota.

@@ -24,14 +24,24 @@ from model_build.settings import MODEL_NAME_PATTERN, StrictModel, repeated
 from triton_cdk.config.api_limits import (
     ENDPOINT_NAME,
     MAX_ENDPOINT_NAME_LENGTH,
+    MAX_PRODUCTION_VARIANTS,
+    MAX_ROLLBACK_ALARMS,
     MAX_SCHEDULE_LENGTH,
     MAX_SCHEDULED_ACTION_NAME_LENGTH,
     MAX_SECURITY_GROUPS,
     MAX_SUBNETS,
     MAX_VARIANT_NAME_LENGTH,
+    MIN_CPU_CORES,
+    MIN_MEMORY_MB,
+    MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS,
+    SAMPLING_PERCENT,
     SECURITY_GROUP_ID,
+    STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS,
     SUBNET_ID,
+    TERMINATION_WAIT_SECONDS,
     VARIANT_NAME,
+    VOLUME_SIZE_GB,
+    WAIT_INTERVAL_SECONDS,
 )
 from triton_cdk.config.container import ContainerSettings
 from triton_cdk.config.schedule import schedule_problem
@@ -310,16 +320,18 @@ class DeploymentSettings(StrictModel):
     # rollback_alarm_seconds).
     wait_seconds: int = Field(
         default=DEFAULT_BAKE_SECONDS,
-        ge=0,
-        le=3600,
-        description="Bake time between traffic steps (rolling: per batch; components: per copy), in seconds (0-3600); "
+        ge=WAIT_INTERVAL_SECONDS[0],
+        le=WAIT_INTERVAL_SECONDS[1],
+        description="Bake time between traffic steps (rolling: per batch; components: per copy), in seconds "
+        f"({WAIT_INTERVAL_SECONDS[0]}-{WAIT_INTERVAL_SECONDS[1]}); "
         "at least the rollback alarms' time to ALARM, alarms.period_seconds x (alarms.datapoints_to_alarm + 1).",
     )
     termination_wait_seconds: int = Field(
         default=300,
-        ge=0,
-        le=3600,
-        description="Blue/green: seconds (0-3600) the old fleet is kept for a rollback after the shift.",
+        ge=TERMINATION_WAIT_SECONDS[0],
+        le=TERMINATION_WAIT_SECONDS[1],
+        description=f"Blue/green: seconds ({TERMINATION_WAIT_SECONDS[0]}-{TERMINATION_WAIT_SECONDS[1]}) the old fleet "
+        "is kept for a rollback after the shift.",
     )
     maximum_execution_timeout_seconds: int = Field(
         default=DEFAULT_MAXIMUM_EXECUTION_TIMEOUT_SECONDS,
@@ -361,9 +373,10 @@ class DataCaptureSettings(StrictModel):
     )
     sampling_percent: int = Field(
         default=construct_default(DataCapture, "sampling_percent"),
-        ge=0,
-        le=100,
-        description="Share of requests captured, in percent 0-100 (InitialSamplingPercentage).",
+        ge=SAMPLING_PERCENT[0],
+        le=SAMPLING_PERCENT[1],
+        description=f"Share of requests captured, in percent {SAMPLING_PERCENT[0]}-{SAMPLING_PERCENT[1]} "
+        "(InitialSamplingPercentage).",
     )
     capture_request: bool = Field(
         default=construct_default(DataCapture, "capture_request"), description="Capture requests (capture mode Input)."
@@ -453,22 +466,23 @@ class ComponentSettings(StrictModel):
     )
     cpu_cores: float | None = Field(
         default=None,
-        ge=0.25,
+        ge=MIN_CPU_CORES,
         le=192,
-        description="vCPUs per copy (NumberOfCpuCoresRequired), a multiple of 0.25 up to the instance's vCPUs. "
+        description=f"vCPUs per copy (NumberOfCpuCoresRequired), a multiple of {MIN_CPU_CORES} up to the instance's "
+        "vCPUs. "
         "Default: half of the component's share of the vCPUs.",
     )
     min_memory_mb: int | None = Field(
         default=None,
-        ge=128,
+        ge=MIN_MEMORY_MB,
         le=2048 * 1024,
         description="Memory reservation per copy in MB (MinMemoryRequiredInMb), the value SageMaker schedules by; "
-        f"128 up to the instance's memory. Default: {component_sizing.DEFAULT_MIN_MEMORY_MB} (at most the "
+        f"{MIN_MEMORY_MB} up to the instance's memory. Default: {component_sizing.DEFAULT_MIN_MEMORY_MB} (at most the "
         "instance's memory).",
     )
     max_memory_mb: int | None = Field(
         default=None,
-        ge=128,
+        ge=MIN_MEMORY_MB,
         le=2048 * 1024,
         description="Memory limit per copy in MB (MaxMemoryRequiredInMb), min_memory_mb up to the instance's memory. "
         "Default: the component's share of the instance's memory.",
@@ -484,19 +498,21 @@ class ComponentSettings(StrictModel):
         le=MAX_INSTANCE_COUNT,
         description="Copy-scaling maximum, copy_count-1000. Default: copy_count x max_instances.",
     )
-    # InferenceComponentStartupParameters: 60..3600 s each.
+    # InferenceComponentStartupParameters: the ProductionVariant's shapes (api_limits).
     model_data_download_timeout_seconds: int | None = Field(
         default=None,
-        ge=60,
-        le=3600,
-        description="StartupParameters.ModelDataDownloadTimeoutInSeconds, 60-3600. Default: the endpoint's "
+        ge=MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS[0],
+        le=MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS[1],
+        description="StartupParameters.ModelDataDownloadTimeoutInSeconds, "
+        f"{MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS[0]}-{MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS[1]}. Default: the endpoint's "
         "model_data_download_timeout_seconds, else SageMaker's.",
     )
     container_startup_health_check_timeout_seconds: int | None = Field(
         default=None,
-        ge=60,
-        le=3600,
-        description="StartupParameters.ContainerStartupHealthCheckTimeoutInSeconds, 60-3600. Default: the "
+        ge=STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS[0],
+        le=STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS[1],
+        description="StartupParameters.ContainerStartupHealthCheckTimeoutInSeconds, "
+        f"{STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS[0]}-{STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS[1]}. Default: the "
         "endpoint's container_startup_health_check_timeout_seconds, else SageMaker's.",
     )
 
@@ -606,19 +622,25 @@ class EndpointSettings(StrictModel):
     )
     volume_size_gb: int | None = Field(
         default=None,
-        ge=1,
-        le=512,
-        description="VolumeSizeInGB of each instance's EBS volume, 1-512; refused on NVMe-only types (g4dn, g5, g6, "
+        ge=VOLUME_SIZE_GB[0],
+        le=VOLUME_SIZE_GB[1],
+        description=f"VolumeSizeInGB of each instance's EBS volume, {VOLUME_SIZE_GB[0]}-{VOLUME_SIZE_GB[1]}; refused "
+        "on NVMe-only types (g4dn, g5, g6, "
         "g6e, p4d, p5). Default: SageMaker's.",
     )
     model_data_download_timeout_seconds: int | None = Field(
-        default=None, ge=60, le=3600, description="ModelDataDownloadTimeoutInSeconds, 60-3600. Default: SageMaker's."
+        default=None,
+        ge=MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS[0],
+        le=MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS[1],
+        description=f"ModelDataDownloadTimeoutInSeconds, {MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS[0]}-"
+        f"{MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS[1]}. Default: SageMaker's.",
     )
     container_startup_health_check_timeout_seconds: int | None = Field(
         default=None,
-        ge=60,
-        le=3600,
-        description="ContainerStartupHealthCheckTimeoutInSeconds, 60-3600; raise it for large TensorRT engines. "
+        ge=STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS[0],
+        le=STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS[1],
+        description=f"ContainerStartupHealthCheckTimeoutInSeconds, {STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS[0]}-"
+        f"{STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS[1]}; raise it for large TensorRT engines. "
         "Default: SageMaker's.",
     )
     uncompressed_model_data: bool = Field(
@@ -637,11 +659,11 @@ class EndpointSettings(StrictModel):
         le=1000,
         description="InitialVariantWeight of the primary variant, 0-1000.",
     )
-    # CreateEndpointConfig: ProductionVariants holds at most 10 variants, the primary included.
+    # CreateEndpointConfig: ProductionVariants holds at most MAX_PRODUCTION_VARIANTS, the primary included.
     extra_variants: list[VariantSettings] = Field(
         default_factory=list,
-        max_length=9,
-        description="Further variants on the same artifacts (same GPU model), at most 9.",
+        max_length=MAX_PRODUCTION_VARIANTS - 1,
+        description=f"Further variants on the same artifacts (same GPU model), at most {MAX_PRODUCTION_VARIANTS - 1}.",
     )
     container: ContainerSettings = Field(
         default=ContainerSettings(), description="The Triton container's environment (SAGEMAKER_TRITON_* variables)."
@@ -705,7 +727,12 @@ class EndpointSettings(StrictModel):
                 f"initial_instance_count {self.initial_instance_count} < autoscaling.min_capacity "
                 f"{self.autoscaling.min_capacity}"
             )
-        problem = _rollback_alarm_problem(self) or _rollback_timing_problem(self) or _volume_problem(self)
+        problem = (
+            _rollback_alarm_problem(self)
+            or _rollback_alarm_count_problem(self)
+            or _rollback_timing_problem(self)
+            or _volume_problem(self)
+        )
         if problem:
             raise ValueError(problem)
         self._check_variants()
@@ -845,6 +872,21 @@ def _rollback_alarm_problem(endpoint: EndpointSettings) -> str | None:
     if "gpu_memory" in alarms and not instance.has_gpu:
         return f"deployment.rollback_alarms: 'gpu_memory' needs a GPU instance; {instance.name} has none"
     return None
+
+
+def _rollback_alarm_count_problem(endpoint: EndpointSettings) -> str | None:
+    """AutoRollbackConfiguration.Alarms holds at most MAX_ROLLBACK_ALARMS alarms (botocore sagemaker, shape
+    AlarmList), and each kind in rollback_alarms is one alarm per variant (an inference component has its own
+    rollback configuration, one alarm per kind)."""
+    variants = 1 if endpoint.mode == "inference_components" else 1 + len(endpoint.extra_variants)
+    count = len(endpoint.deployment.rollback_alarms) * variants
+    if count <= MAX_ROLLBACK_ALARMS:
+        return None
+    return (
+        f"deployment.rollback_alarms: {len(endpoint.deployment.rollback_alarms)} kinds x {variants} variants = "
+        f"{count} alarms; SageMaker's AutoRollbackConfiguration takes at most {MAX_ROLLBACK_ALARMS} (botocore "
+        "sagemaker AlarmList): list fewer kinds or fewer extra_variants"
+    )
 
 
 def rollback_alarm_seconds(alarms: AlarmSettings) -> int:

@@ -17,6 +17,7 @@ from pydantic import Field, PositiveInt, ValidationError, field_validator, model
 from model_build.app_config import format_validation_error
 from model_build.config_yaml import clip
 from model_build.settings import StrictModel, repeated
+from triton_cdk.config.api_limits import PIPELINE_NAME
 from triton_cdk.config.app import ACCOUNT_PATTERN, REGION_PATTERN, STAGE_PATTERN, AppConfig
 from triton_cdk.config.loader import CONFIG_DIR, PROJECT_ROOT, ConfigError, load_stage, read_document, shown_path
 
@@ -142,8 +143,11 @@ class SmokeSettings(StrictModel):
 class PipelineConfig(StrictModel):
     name: str = Field(
         default="triton-promotion",
-        pattern=r"^[A-Za-z0-9.@_-]{1,100}$",
-        description="The CodePipeline's name (1-100 letters, digits or .@_-).",
+        min_length=int(PIPELINE_NAME.minimum or 1),
+        max_length=PIPELINE_NAME.maximum,
+        pattern=f"^(?:{PIPELINE_NAME.pattern})$",
+        description=f"The CodePipeline's name ({PIPELINE_NAME.minimum}-{PIPELINE_NAME.maximum} letters, digits or "
+        ".@_-; botocore codepipeline PipelineName).",
     )
     account: str | None = Field(
         default=None,
