@@ -41,6 +41,7 @@ from model_build.settings import StrictModel
 SNAPSHOT_SCHEMA_VERSION = 1
 MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024
 PRICING_API_REGION = "us-east-1"  # the Price List Query API's endpoint region (any region is priced from it)
+MAX_UNIT_USD = 10_000.0  # HostingPrice.hourly_usd's bound: no on-demand unit price reaches it
 REGION_PATTERN = r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}$"
 BuildCompute = Literal["BUILD_GENERAL1_SMALL", "BUILD_GENERAL1_LARGE"]
 # CodeBuild's price-list usage type of the GPU large minute (infracost, codebuild_project.go: /LinuxGPU:g1.large/).
@@ -302,7 +303,9 @@ def _on_demand_usd(item: dict[str, Any], unit_words: tuple[str, ...]) -> list[fl
                 value = float(usd)
             except (TypeError, ValueError):
                 continue
-            if math.isfinite(value) and value > 0:  # 0.0 rows are free-tier or placeholder dimensions
+            # 0.0 rows are free-tier or placeholder dimensions; a price at or above MAX_UNIT_USD (the snapshot's own
+            # bound on an hourly price) is not a real on-demand rate and would overflow the monthly figures.
+            if math.isfinite(value) and 0 < value < MAX_UNIT_USD:
                 found.append(value)
     return found
 

@@ -239,6 +239,25 @@ def test_duplicate_keys_in_a_loadtest_are_refused(tmp_path: Path, capsys) -> Non
     assert "'instances' is given twice" in error
 
 
+def test_duplicate_keys_in_a_snapshot_are_refused(tmp_path: Path) -> None:
+    """The same rule (RFC 8259 section 4) for a price snapshot: a price given twice is refused (review L3)."""
+    from endpoint_client.prices import PriceError, SnapshotPrices
+
+    path = tmp_path / "prices.json"
+    path.write_text('{"schema_version": 1, "currency": "USD", "currency": "EUR", "description": "x"}')
+    with pytest.raises(PriceError, match="'currency' is given twice"):
+        SnapshotPrices(path)
+
+
+def test_absurd_price_list_price_is_unknown() -> None:
+    """A Price List price at or above the snapshot's bound (10,000 USD a unit) is not an on-demand rate, and 1e308
+    would overflow the monthly figures to infinity (not JSON): it is unknown (review M2)."""
+    from endpoint_client.prices import _one_price
+
+    item = {"terms": {"OnDemand": {"o": {"priceDimensions": {"d": {"unit": "Hrs", "pricePerUnit": {"USD": "1e308"}}}}}}}
+    assert _one_price([item], unit_words=("hr",), what="x").usd is None
+
+
 # --- L4, L5, L9: refusals -----------------------------------------------------------------------------------
 
 
