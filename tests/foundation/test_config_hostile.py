@@ -332,8 +332,16 @@ def _synth(tmp_path: Path, text: str | bytes) -> subprocess.CompletedProcess:
         (DEV_TEXT.replace("max_capacity: 2", "max_capacity: 1000000", 1), "less than or equal to 1000"),
         (DEV_TEXT.replace("stage: dev", "stage: dev\nstage: dev"), "key 'stage' appears twice"),
         (DEV_TEXT.replace("{export: resnet50}", "{path: /etc/passwd}"), "outside the project root"),
+        (DEV_TEXT.replace('triton_release: "24.09"', "triton_release: 2024-02-30"), "reads as a YAML date"),
+        (
+            DEV_TEXT.replace(
+                "      latency_p99_ms: 500",
+                "      latency_p99_ms: 500\n    container: {extra_environment: {SAGEMAKER_MULTI_MODEL: 'x'}}",
+            ),
+            "endpoints[0].container.extra_environment: extra_environment sets ['SAGEMAKER_MULTI_MODEL']",
+        ),
     ],
-    ids=["number out of range", "duplicate key", "source outside the project"],
+    ids=["number out of range", "duplicate key", "source outside the project", "impossible date", "owned variable"],
 )
 def test_app_py_prints_the_problem_and_exits_1(tmp_path, text, expected):
     result = _synth(tmp_path, text)
