@@ -13,8 +13,13 @@ UV_VERSION := 0.13.8
 UV := $(BIN)/uv
 STAGE ?= dev
 STAGES := dev prod
-# The default stage synthesizes into cdk.out/, others into cdk.out-<stage>/.
-OUTDIR = $(if $(filter dev,$(STAGE)),cdk.out,cdk.out-$(STAGE))
+# The folder of the stage files: `make synth-stage STAGE=ensemble CONFIG_DIR=examples/config` (-c config_dir=...).
+CONFIG_DIR ?= config
+override CONFIG_DIR := $(patsubst %/,%,$(CONFIG_DIR))
+# The default stage synthesizes into cdk.out/, others into cdk.out-<stage>/; a stage of examples/config/ into
+# cdk.out-example-<stage>/, of another folder into cdk.out-<folder>-<stage>/.
+OUTDIR = $(if $(filter config,$(CONFIG_DIR)),$(if $(filter dev,$(STAGE)),cdk.out,cdk.out-$(STAGE)),$\
+	$(if $(filter examples/config,$(CONFIG_DIR)),cdk.out-example-$(STAGE),cdk.out-$(subst /,-,$(CONFIG_DIR))-$(STAGE)))
 # The promotion pipeline (config/pipeline.yaml) is its own app: `app.py -c pipeline=true`.
 PIPELINE_OUTDIR ?= cdk.out-pipeline
 CDK := node_modules/.bin/cdk
@@ -62,8 +67,16 @@ bootstrap: $(BIN)/.requirements.stamp node_modules/.package.stamp
 # `make synth`: the stage's stacks (cdk.out/) and the pipeline (cdk.out-pipeline/).
 synth: synth-stage synth-pipeline
 
+# synth-stage records a fingerprint of its inputs beside the assembly (stacks/assembly_fingerprint.py);
+# deploy/diff/destroy synthesize again only when an input changed since (ASSEMBLY below).
+STAGE_ARGS = --stage $(STAGE) --config-dir $(CONFIG_DIR)
+FINGERPRINT := $(BIN)/python -m stacks.assembly_fingerprint
+
 synth-stage: bootstrap
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(CDK) synth -c stage=$(STAGE) $(CDK_FLAGS) --quiet -o $(OUTDIR)
+	@$(FINGERPRINT) begin --app $(OUTDIR) $(STAGE_ARGS)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(CDK) synth -c stage=$(STAGE) -c config_dir=$(CONFIG_DIR) $(CDK_FLAGS) --quiet \
+		-o $(OUTDIR)
+	@$(FINGERPRINT) record --app $(OUTDIR) $(STAGE_ARGS)
 
 synth-pipeline: bootstrap
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(CDK) synth -c pipeline=true $(CDK_FLAGS) --quiet -o $(PIPELINE_OUTDIR)
@@ -75,17 +88,24 @@ synth-all: bootstrap
 	@for s in $(STAGES); do $(MAKE) --no-print-directory synth-stage STAGE=$$s; done
 	@$(MAKE) --no-print-directory synth-pipeline
 	@for s in $(EXAMPLE_STAGES); do \
-		PATH="$(CURDIR)/$(BIN):$$PATH" $(CDK) synth -c stage=$$s -c config_dir=examples/config $(CDK_FLAGS) --quiet \
-			-o cdk.out-example-$$s || exit 1; \
+		$(MAKE) --no-print-directory synth-stage STAGE=$$s CONFIG_DIR=examples/config || exit 1; \
 	done
 
-# One stage's stacks only (Triton-<stage>-*), from the assembly `synth` just wrote and gated; the pipeline
+# One stage's stacks only (Triton-<stage>-*), from the assembly `synth-stage` wrote and gated; the pipeline
 # stack is never selected here (deploy it with `make deploy-pipeline`). CDK asks before it widens IAM or
 # security groups; pass CDK_ARGS=... for more CLI options (e.g. --profile NAME).
+# Before anything reaches AWS, PREFLIGHT refuses a config placeholder (deploy, deploy-pipeline) and a missing
+# credential (all four), with one message each (stacks/deploy_preflight.py); then ASSEMBLY synthesizes the
+# stage again only when an input changed since its assembly was written.
 STAGE_STACKS = 'Triton-$(STAGE)-*'
 CDK_ARGS ?=
+PREFLIGHT = $(BIN)/python -m stacks.deploy_preflight --config-dir $(CONFIG_DIR) --cdk-args='$(CDK_ARGS)'
+ASSEMBLY = $(FINGERPRINT) check --app $(OUTDIR) $(STAGE_ARGS) || \
+	$(MAKE) --no-print-directory synth-stage STAGE=$(STAGE) CONFIG_DIR=$(CONFIG_DIR)
 
-deploy: synth-stage
+deploy: bootstrap
+	@$(PREFLIGHT) deploy --stage $(STAGE)
+	@$(ASSEMBLY)
 	$(CDK) deploy --app $(OUTDIR) $(STAGE_STACKS) $(CDK_FLAGS) --require-approval broadening $(CDK_ARGS)
 	@$(BIN)/python -m stacks.stale_stacks --app $(OUTDIR) --stage $(STAGE) $(STALE_ARGS)
 
@@ -95,17 +115,31 @@ deploy: synth-stage
 # STALE_ARGS=--fail-on-stale exits 1 when it finds one (CI); --region/--profile as for the AWS CLI.
 STALE_ARGS ?=
 
-stale-stacks: synth-stage
+stale-stacks: bootstrap
+	@$(ASSEMBLY)
 	$(BIN)/python -m stacks.stale_stacks --app $(OUTDIR) --stage $(STAGE) $(STALE_ARGS)
 
-diff: synth-stage
+diff: bootstrap
+	@$(PREFLIGHT) diff --stage $(STAGE)
+	@$(ASSEMBLY)
 	$(CDK) diff --app $(OUTDIR) $(STAGE_STACKS) $(CDK_FLAGS) $(CDK_ARGS)
 
 # Retained on destroy (README, "Tear down"): the stage's KMS key, artifact and access-log buckets.
-destroy: synth-stage
-	$(CDK) destroy --app $(OUTDIR) $(STAGE_STACKS) $(CDK_FLAGS) $(CDK_ARGS)
+# A config that no longer synthesizes (a model file removed) does not block a teardown: the stage's last
+# assembly names its stacks; without one, stacks/stage_teardown.py deletes the deployed Triton-<stage>-*
+# stacks found in CloudFormation, endpoints first. Both ask first (CDK_ARGS=--force does not ask).
+destroy: bootstrap
+	@$(PREFLIGHT) destroy --stage $(STAGE)
+	@$(ASSEMBLY) || echo "destroy: the config does not synthesize (above); using the stage's last assembly" \
+		"($(OUTDIR)) or, without one, its deployed stacks" >&2
+	if test -f $(OUTDIR)/manifest.json; then \
+		$(CDK) destroy --app $(OUTDIR) $(STAGE_STACKS) $(CDK_FLAGS) $(CDK_ARGS); \
+	else $(BIN)/python -m stacks.stage_teardown $(STAGE_ARGS) --cdk-args='$(CDK_ARGS)'; fi
 
-deploy-pipeline: synth-pipeline
+# The pipeline app reads config/ only (CONFIG_DIR is for stages).
+deploy-pipeline: bootstrap
+	@$(PREFLIGHT) deploy-pipeline --config-dir config
+	@$(MAKE) --no-print-directory synth-pipeline
 	$(CDK) deploy --app $(PIPELINE_OUTDIR) Triton-Pipeline $(CDK_FLAGS) --require-approval broadening $(CDK_ARGS)
 
 lint: bootstrap

@@ -16,6 +16,7 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from stacks.app_factory import create_app
+from stacks.deploy_preflight import stage_files, warn_placeholders
 from stacks.promotion import PromotionError
 from triton_cdk.config import ConfigError, load_stage
 from triton_cdk.config.loader import CONFIG_DIR
@@ -46,10 +47,13 @@ def main() -> None:
             from triton_cdk.config.pipeline import load_pipeline
 
             app, _ = create_pipeline_app(*load_pipeline(config_dir / "pipeline.yaml", config_dir), context=defaults)
+            # Its stages' files are warned about by their own synth (`make synth` runs both: each warning once).
+            warn_placeholders([config_dir / "pipeline.yaml"])
         else:
             config = load_stage(stage, config_dir)
             source = load_stage(config.promote_from, config_dir) if config.promote_from else None
             app, _ = create_app(config, promotion_source=source, context=defaults)
+            warn_placeholders(stage_files(stage, config_dir))
     except (ConfigError, PromotionError) as error:
         # Refused before anything is synthesized: nothing is written to cdk.out.
         print(f"ERROR: invalid configuration\n{error}", file=sys.stderr)
