@@ -260,7 +260,14 @@ def _loadtest_instances(args: argparse.Namespace, loadtest: Any, endpoint: dict[
     """Instances billed during the test. On an inference-component endpoint `loadtest --instances` counts copies
     ("instances (or inference component copies)"), while the bill is the endpoint's instances: those come from
     --loadtest-instances, or from the config when min_instances = max_instances (a fixed count)."""
-    components = endpoint["mode"] == "inference_components" or loadtest.target.inference_component is not None
+    component = loadtest.target.inference_component
+    components = endpoint["mode"] == "inference_components"
+    if component is not None and component not in {c["name"] for c in endpoint["components"]}:
+        on = ", ".join(c["name"] for c in endpoint["components"]) or "it has none"
+        raise InvalidInputError(
+            f"{args.loadtest}: target.inference_component: {component[:80]!r} is not a component of endpoint "
+            f"{endpoint['name']} ({on})"
+        )
     given = args.loadtest_instances
     if not components:
         if given is not None:

@@ -187,6 +187,14 @@ def test_inference_component_scaling_instances_must_be_given(tmp_path: Path, cap
     assert run_error(capsys, "--config", str(config), "--loadtest", str(plain), "--loadtest-instances", "3")
 
 
+def test_loadtest_component_must_be_the_endpoints(tmp_path: Path, capsys) -> None:
+    """A file that invoked an inference component the priced endpoint does not have measured something else:
+    refused (review H1)."""
+    config = components_stage(tmp_path, low=2, high=2)
+    test = ic_loadtest(tmp_path, inference_component="dev-other-component")
+    assert "target.inference_component" in run_error(capsys, "--config", str(config), "--loadtest", str(test))
+
+
 def test_loadtest_variant_is_priced(tmp_path: Path, capsys) -> None:
     """`target.variant` names the production variant the test drove (loadtest --variant): its instance type is
     priced, not the primary's; an unknown variant, or none on a multi-variant endpoint, is refused (review H1)."""
