@@ -132,7 +132,7 @@ destroy: bootstrap
 	@$(PREFLIGHT) destroy --stage $(STAGE)
 	@$(ASSEMBLY) || echo "destroy: the config does not synthesize (above); using the stage's last assembly" \
 		"($(OUTDIR)) or, without one, its deployed stacks" >&2
-	if test -f $(OUTDIR)/manifest.json; then \
+	@if test -f $(OUTDIR)/manifest.json; then \
 		$(CDK) destroy --app $(OUTDIR) $(STAGE_STACKS) $(CDK_FLAGS) $(CDK_ARGS); \
 	else $(BIN)/python -m stacks.stage_teardown $(STAGE_ARGS) --cdk-args='$(CDK_ARGS)'; fi
 

@@ -96,7 +96,9 @@ def fingerprint(root: Path, stage: str, config_dir: Path) -> str | None:
     digest = hashlib.sha256()
     header = [FORMAT, f"stage={stage}", f"config_dir={Path(config_dir)}", f"python={sys.version.split()[0]}"]
     digest.update("\n".join(header).encode())
-    for name in sorted(set(listed) | set(referenced_paths(root, stage, Path(config_dir)))):
+    # The stage files themselves, wherever the config folder is (CONFIG_DIR may lie outside the project).
+    configs = {str(path) for path in stage_files(stage, root / config_dir)}
+    for name in sorted(set(listed) | set(referenced_paths(root, stage, Path(config_dir))) | configs):
         digest.update(f"\n{name}\0{_digest(root / name)}".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 

@@ -13,6 +13,7 @@ pipeline deploys (`Triton-<stage>-SmokeAccess`) are left to the pipeline, as `cd
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from collections.abc import Callable, Iterable
@@ -79,7 +80,7 @@ def main(
     argv: Iterable[str] | None = None,
     *,
     session_factory: Callable[..., Any] | None = None,
-    ask: Callable[[str], str] = input,
+    ask: Callable[[str], str] | None = None,
 ) -> int:
     args = _parser().parse_args(list(argv) if argv is not None else None)
     import boto3
@@ -88,12 +89,12 @@ def main(
     factory = session_factory or boto3.Session
     profile = profile_from_cdk_args(args.cdk_args)
     session = factory(profile_name=profile) if profile else factory()
-    region = args.region or config_region(args.stage, args.config_dir) or session.region_name
+    # The CDK CLI reads AWS_REGION as well as boto3's AWS_DEFAULT_REGION and the profile's region.
+    region = args.region or config_region(args.stage, args.config_dir) or os.environ.get("AWS_REGION")
+    region = region or session.region_name
     if not region:
-        print(
-            f"ERROR: no region for stage {args.stage}: {args.config_dir}/{args.stage}.yaml sets none; set AWS_REGION",
-            file=sys.stderr,
-        )
+        where = f"{args.config_dir}/{args.stage}.yaml"
+        print(f"ERROR: no region for stage {args.stage}: {where} sets none; set AWS_REGION", file=sys.stderr)
         return 1
     client = session.client("cloudformation", region_name=region)
     try:
@@ -109,7 +110,15 @@ def main(
     print(f"destroy: no cloud assembly of stage {args.stage}; its deployed stacks in {region} (CloudFormation):")
     for stack in stacks:
         print(f"  {stack.name} ({stack.status})")
-    if not forced(args.cdk_args) and not confirm(stacks, ask):
+    if not forced(args.cdk_args) and ask is None and not sys.stdin.isatty():
+        # As `cdk destroy` does: never delete without an answer, and say how to decide without a terminal.
+        print(
+            "ERROR: deleting stacks cannot be undone and no terminal is attached to confirm it; nothing was "
+            "deleted (CDK_ARGS=--force deletes without asking)",
+            file=sys.stderr,
+        )
+        return 1
+    if not forced(args.cdk_args) and not confirm(stacks, ask or input):
         print("Nothing was deleted.")
         return 0
     return delete_in_order(client, stacks, sys.stdout)

@@ -292,6 +292,15 @@ def test_a_config_folder_under_an_excluded_folder_still_counts(project) -> None:
     assert assembly_fingerprint.main(["check", *argv]) == 1
 
 
+def test_a_config_folder_outside_the_project_counts(project, tmp_path) -> None:
+    outside = _config_dir(tmp_path, dev="stage: dev\n")
+    argv = ["--app", str(project / "cdk.out"), "--stage", "dev", "--config-dir", str(outside), "--root", str(project)]
+    assert assembly_fingerprint.main(["begin", *argv]) == 0 and assembly_fingerprint.main(["record", *argv]) == 0
+    assert assembly_fingerprint.main(["check", *argv]) == 0
+    (outside / "dev.yaml").write_text("stage: dev\ntriton_release: '99.99'\n")
+    assert assembly_fingerprint.main(["check", *argv]) == 1
+
+
 def test_another_stage_or_folder_or_a_missing_manifest_is_not_current(project) -> None:
     _record(project)
     assert _check(project, stage="prod") == 1
@@ -377,6 +386,16 @@ def test_without_a_yes_nothing_is_deleted(tmp_path, capsys, answer) -> None:
     )
     stubber.assert_no_pending_responses()  # no delete_stack was called
     assert "Nothing was deleted." in capsys.readouterr().out
+
+
+def test_without_a_terminal_it_refuses_as_cdk_destroy_does(tmp_path, capsys, monkeypatch) -> None:
+    client, stubber = _cloudformation([])
+    folder = _config_dir(tmp_path, dev="stage: dev\n")
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    argv = ["--stage", "dev", "--config-dir", str(folder)]
+    assert stage_teardown.main(argv, session_factory=_factory(client=client)) == 1
+    stubber.assert_no_pending_responses()
+    assert "no terminal is attached to confirm it; nothing was deleted (CDK_ARGS=--force" in capsys.readouterr().err
 
 
 def test_force_in_cdk_args_deletes_without_asking(tmp_path) -> None:
