@@ -5,7 +5,8 @@ build: an unchanged model maps to the same key (never rebuilt), and dev and prod
 model, release and GPU target, share the same bytes.
 
 digest = sha256(canonical JSON of {schema, source fingerprint, build settings, Triton release,
-GPU target}). Standard library only: imported by the CDK app and by the build image.
+GPU target[, an INT8 model's local calibration cache]}). Standard library only: imported by the CDK app and
+by the build image.
 
 An ONNX source whose tensors live in external data files is fingerprinted with those files: they
 are served bytes too, and a key that ignored them would keep naming the old weights.
@@ -121,8 +122,35 @@ def ensemble_source(composing_digests: Mapping[str, str]) -> str:
     return f"ensemble:{hashlib.sha256(canonical.encode()).hexdigest()}"
 
 
-def artifact_digest(settings: ModelSettings, *, source: str, triton_release: str, gpu_target: str) -> str:
-    """sha256 hex of everything that determines the artifact's bytes."""
+def int8_calibration_cache(settings: ModelSettings) -> str | None:
+    """The `tensorrt.calibration_cache` the build reads (trtexec --calib, model_build.calibration): an INT8
+    TensorRT model's; None for every other model (a cache beside another precision is not read)."""
+    if settings.platform != "tensorrt_plan" or settings.tensorrt.precision != "int8":
+        return None
+    return settings.tensorrt.calibration_cache
+
+
+def calibration_fingerprint(settings: ModelSettings, base_dir: Path) -> str | None:
+    """`file:<sha256>` of a local calibration cache the build reads, else None.
+
+    The cache decides the INT8 engine's scales, so its bytes are part of the content address: a new cache at
+    the same path must give a new key (the path alone is in the build settings). An s3:// cache is taken as
+    given, as an s3:// source is (its URI is in the build settings; pin it with ?versionId=).
+    """
+    cache = int8_calibration_cache(settings)
+    if cache is None or cache.startswith("s3://"):
+        return None
+    path = (base_dir / cache).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"tensorrt.calibration_cache {cache!r} not found under {base_dir}")
+    return f"file:{_source_file_sha256(path)}"
+
+
+def artifact_digest(
+    settings: ModelSettings, *, source: str, triton_release: str, gpu_target: str, calibration: str | None = None
+) -> str:
+    """sha256 hex of everything that determines the artifact's bytes. `calibration`: calibration_fingerprint's
+    value; absent from the payload when None, so the keys of models without a local INT8 cache are unchanged."""
     payload = {
         "schema": KEY_SCHEMA_VERSION,
         "source": source,
@@ -130,6 +158,8 @@ def artifact_digest(settings: ModelSettings, *, source: str, triton_release: str
         "triton_release": triton_release,
         "gpu_target": gpu_target if settings.needs_gpu_build else PORTABLE_TARGET,
     }
+    if calibration is not None:
+        payload["calibration"] = calibration
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -120,13 +120,16 @@ def preflight_problems(
     return problems
 
 
-# Whether the CDK app ships a local `tensorrt.calibration_cache` with the GPU build (as CALIBRATION_URI, which
-# `model_build build` fetches: model_build.calibration). It does not yet (triton_cdk/artifact_build sets no such
-# variable), so an INT8 model with a local cache is refused here rather than built uncalibrated.
-LOCAL_CALIBRATION_SHIPPED = False
-# Whether the build project's role may read an s3:// `tensorrt.calibration_cache` (triton_cdk/artifact_build grants
-# s3:GetObject on the model sources only, so not yet).
-S3_CALIBRATION_READABLE = False
+# Whether the CDK app ships a local `tensorrt.calibration_cache` with the GPU build: it does, as an asset of the
+# build stack whose s3:// address is the build's CALIBRATION_URI, which `model_build build` fetches
+# (stacks/build_stack.py `_calibration`, model_build.calibration). Kept as a switch so an app that stops shipping
+# it refuses INT8 models here rather than building them uncalibrated.
+LOCAL_CALIBRATION_SHIPPED = True
+# Whether the build project's role may read an s3:// `tensorrt.calibration_cache`: the build stack grants it
+# s3:GetObject on exactly that object and passes it as CALIBRATION_URI (stacks/build_stack.py `_calibration`).
+S3_CALIBRATION_READABLE = True
+# What the grant can name: an object ARN needs a bucket and a key (the form `source.s3_uri` must have).
+_S3_OBJECT_URI = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/[^?]+(\?versionId=[^&]+)?")
 
 
 def _calibration_problems(settings: ModelSettings) -> list[tuple[str, str]]:
@@ -135,6 +138,14 @@ def _calibration_problems(settings: ModelSettings) -> list[tuple[str, str]]:
     if settings.platform != "tensorrt_plan" or trt.precision != "int8" or trt.calibration_cache is None:
         return []
     if trt.calibration_cache.startswith("s3://"):
+        if not _S3_OBJECT_URI.fullmatch(trt.calibration_cache):
+            return [
+                (
+                    "tensorrt.calibration_cache",
+                    f"{trt.calibration_cache!r} is not an S3 object: give s3://bucket/key (optionally "
+                    "?versionId=...), the object the build project's role is granted s3:GetObject on",
+                )
+            ]
         if S3_CALIBRATION_READABLE:
             return []
         return [

@@ -9,7 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from model_build.catalogue import instance_type
-from model_build.key import PORTABLE_TARGET, artifact_digest, ensemble_source, source_fingerprint
+from model_build.key import (
+    PORTABLE_TARGET,
+    artifact_digest,
+    calibration_fingerprint,
+    ensemble_source,
+    source_fingerprint,
+)
 from model_build.matching import match_build
 from model_build.settings import ModelSettings
 from triton_cdk.artifact_keys import EndpointArtifacts, ModelArtifact
@@ -39,7 +45,10 @@ def model_artifact(config: AppConfig, model: ModelSettings, instance_type_name: 
         plan = match_build(instance_type(instance_type_name), config.triton_release, config.build.fleet)
     source = source_fingerprint(model.source, base_dir)
     gpu_target = plan.gpu_target if plan else PORTABLE_TARGET
-    digest = artifact_digest(model, source=source, triton_release=config.triton_release, gpu_target=gpu_target)
+    calibration = calibration_fingerprint(model, base_dir)  # an INT8 engine's scales come from its cache
+    digest = artifact_digest(
+        model, source=source, triton_release=config.triton_release, gpu_target=gpu_target, calibration=calibration
+    )
     return ModelArtifact(model=model, digest=digest, source=source, build_plan=plan)
 
 

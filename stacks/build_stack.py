@@ -18,6 +18,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
+from model_build.key import int8_calibration_cache
 from model_build.onnx_external import external_data
 from model_build.settings import ModelSource
 from stacks.artifact_stack import ArtifactImports, ArtifactStack, add_gpu_region_rule
@@ -126,12 +127,19 @@ class BuildStack(cdk.Stack):
         # live here.
         role = shared.build_role
         self._model_sources = {}
+        self._calibrations: dict[str, tuple[str, str]] = {}
         for request in self.requests:
             self._model_sources[request.key] = self._model_source(request)
+            calibration = self._calibration(request)
+            if calibration is not None:
+                self._calibrations[request.key] = calibration
         build = self.config.build  # the app's settings -> the construct's props, here only
         for environment in sorted({r.environment for r in self.requests}):
             members = [r for r in self.requests if r.environment == environment]
-            readable = sorted({arn for r in members if (arn := self._model_sources[r.key][2])})
+            readable = sorted(
+                {arn for r in members if (arn := self._model_sources[r.key][2])}
+                | {self._calibrations[r.key][1] for r in members if r.key in self._calibrations}
+            )
             self.projects[environment] = ModelBuildProject(
                 self,
                 f"Build{environment}",
@@ -195,6 +203,27 @@ class BuildStack(cdk.Stack):
         kind = "zip" if path.is_dir() else "file"
         return kind, asset.s3_object_url, asset.bucket.arn_for_objects(asset.s3_object_key)
 
+    def _calibration(self, request: ArtifactRequest) -> tuple[str, str] | None:
+        """(CALIBRATION_URI, object ARN the build reads) of an INT8 model's calibration cache, else None.
+
+        trtexec only reads a cache (--calib, model_build/calibration.py), and the build host has neither the
+        project's files nor the config's s3:// object: a local cache is shipped as an asset of its own (its
+        object key is its content hash), an s3:// one is passed as configured. Either way the project's role may
+        read exactly that object (ReadBuildSources, build_project.py), as it reads the model sources.
+        """
+        model = request.artifact.model
+        cache = int8_calibration_cache(model)
+        if cache is None:
+            return None
+        if cache.startswith("s3://"):
+            bucket_and_key = cache.removeprefix("s3://").split("?", 1)[0]  # ?versionId= pins; the ARN names the key
+            return cache, f"arn:{cdk.Aws.PARTITION}:s3:::{bucket_and_key}"
+        asset_id = f"Calibration-{model.name}"
+        asset = self.node.try_find_child(asset_id) or s3_assets.Asset(
+            self, asset_id, path=str((PROJECT_ROOT / cache).resolve())
+        )
+        return asset.s3_object_url, asset.bucket.arn_for_objects(asset.s3_object_key)
+
     def _add_artifact(self, request: ArtifactRequest) -> None:
         artifact = request.artifact
         props = ArtifactResourceProps(
@@ -209,7 +238,13 @@ class BuildStack(cdk.Stack):
             props = dataclasses.replace(
                 props,
                 project_name=self.projects[request.environment].project_name,
-                build_environment=build_environment(self.config.triton_release, artifact, kind, uri),
+                build_environment=build_environment(
+                    self.config.triton_release,
+                    artifact,
+                    kind,
+                    uri,
+                    calibration_uri=self._calibrations[request.key][0] if request.key in self._calibrations else None,
+                ),
             )
         self.ensure.add_artifact(props)
 

@@ -19,6 +19,7 @@ from model_build.key import (
     PORTABLE_TARGET,
     SourceError,
     artifact_digest,
+    calibration_fingerprint,
     ensemble_source,
     model_artifact_key,
     source_fingerprint,
@@ -118,9 +119,12 @@ def _digest(args: argparse.Namespace, settings: ModelSettings, release: str) -> 
         )
     try:
         source = source_fingerprint(settings.source, args.base_dir)
+        calibration = calibration_fingerprint(settings, args.base_dir)  # as stacks/artifact_plan.py
     except (FileNotFoundError, SourceError) as error:
         raise ModelBuildError(f"{args.config}: model {settings.name!r}: {error}") from None
-    digest = artifact_digest(settings, source=source, triton_release=release, gpu_target=gpu_target)
+    digest = artifact_digest(
+        settings, source=source, triton_release=release, gpu_target=gpu_target, calibration=calibration
+    )
     return digest, source, gpu_target if settings.needs_gpu_build else PORTABLE_TARGET
 
 

@@ -4,7 +4,8 @@ Source: trtexec reads a calibration cache with `--calib=<file>` ("Read INT8 cali
 samples/common/sampleOptions.cpp; the issue's "--calibration=" is this flag); it cannot make one. In the GPU build
 (model_build/buildspec.yml) the stage config's `tensorrt.calibration_cache` is a project path or an s3:// URI,
 neither on the build host: `model_build build` fetches `CALIBRATION_URI` or the s3:// cache
-(model_build.calibration), and synth (model_build.preflight) refuses what cannot reach the build.
+(model_build.calibration), and synth (model_build.preflight) refuses what cannot reach the build. The CDK app
+ships a local cache and grants the s3:// one: tests/artifact_build/test_build_calibration.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 from onnx_fixtures import dynamic_batch_model, path_with, settings, write_executable
 from test_trt import GPU_A10G, TRTEXEC
 
-from model_build import calibration, cli
+from model_build import calibration, cli, preflight
 from model_build.errors import ModelBuildError
 from model_build.preflight import preflight_problems
 
@@ -110,8 +111,11 @@ def test_calibration_source_refuses_a_shipped_value_that_is_not_s3():
         ("s3://bucket/calib.cache", "which is granted only the model sources and the artifact bucket"),
     ],
 )
-def test_synth_refuses_an_int8_cache_that_cannot_reach_the_build(tmp_path, cache, message):
-    """Until the CDK app ships the cache (CALIBRATION_URI) and grants reading it, synth says so."""
+def test_synth_refuses_an_int8_cache_that_cannot_reach_the_build(tmp_path, cache, message, monkeypatch):
+    """An app that does not ship the cache (CALIBRATION_URI) or grant reading it is refused at synth. This app
+    does both (stacks/build_stack.py; tests/artifact_build/test_build_calibration.py): the switches are off here."""
+    monkeypatch.setattr(preflight, "LOCAL_CALIBRATION_SHIPPED", False)
+    monkeypatch.setattr(preflight, "S3_CALIBRATION_READABLE", False)
     model = settings(
         "m", source={"s3_uri": "s3://sources/m.onnx"}, tensorrt={"precision": "int8", "calibration_cache": cache}
     )
@@ -120,10 +124,14 @@ def test_synth_refuses_an_int8_cache_that_cannot_reach_the_build(tmp_path, cache
     assert message in problems[0][1]
 
 
-def test_synth_reports_an_int8_cache_once_for_a_local_source(tmp_path):
-    """The trtexec command is generated at synth with the build's fetched cache in mind: one problem, the field's."""
+def test_synth_reports_an_int8_cache_once_for_a_local_source(tmp_path, monkeypatch):
+    """The trtexec command is generated at synth with the build's fetched cache in mind: one problem, the field's
+    (none once the cache reaches the build, as it does in this app)."""
     dynamic_batch_model(tmp_path / "dyn.onnx")
     int8 = {"precision": "int8", "calibration_cache": "s3://bucket/calib.cache"}
     model = settings("m", source={"path": "dyn.onnx"}, tensorrt=int8)
+    problems = preflight_problems(model, instance_type_name="ml.g5.xlarge", triton_release="24.09", base_dir=tmp_path)
+    assert problems == []
+    monkeypatch.setattr(preflight, "S3_CALIBRATION_READABLE", False)
     problems = preflight_problems(model, instance_type_name="ml.g5.xlarge", triton_release="24.09", base_dir=tmp_path)
     assert [field for field, _ in problems] == ["tensorrt.calibration_cache"]

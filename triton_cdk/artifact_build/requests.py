@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from model_build import releases
+from model_build.calibration import SHIPPED_VARIABLE as CALIBRATION_VARIABLE
 from model_build.matching import BuildPlan
 from model_build.settings import ModelSettings
 from triton_cdk.artifact_keys import EndpointArtifacts, ModelArtifact
@@ -105,12 +106,25 @@ def expected_tensorrt(triton_release: str) -> str:
     return ".".join(releases.tensorrt_version(triton_release).split(".")[:3])
 
 
-def build_environment(triton_release: str, artifact: ModelArtifact, source_kind: str, source_uri: str) -> dict:
-    """Environment-variable overrides of one build (besides MODEL_NAME/ARTIFACT_* set by the handler)."""
+def build_environment(
+    triton_release: str,
+    artifact: ModelArtifact,
+    source_kind: str,
+    source_uri: str,
+    calibration_uri: str | None = None,
+) -> dict:
+    """Environment-variable overrides of one build (besides MODEL_NAME/ARTIFACT_* set by the handler).
+
+    `calibration_uri`: where an INT8 model's calibration cache is read from (the local cache's asset, or the
+    configured s3:// object), as CALIBRATION_URI, which `model_build build` fetches and passes to trtexec
+    --calib (model_build/calibration.py). Not set for any other model.
+    """
     plan = artifact.build_plan
     composing = {"COMPOSING_KEYS": " ".join(f"{a.model.name}={a.key}" for a in artifact.composing)}
+    calibration = {CALIBRATION_VARIABLE: calibration_uri} if calibration_uri is not None else {}
     return {
         **(composing if artifact.composing else {}),
+        **calibration,
         "BUILD_CONFIG": build_config_document(triton_release, artifact),
         "PLATFORM": artifact.model.platform,
         "SOURCE_KIND": source_kind,
