@@ -48,7 +48,7 @@ def main() -> None:
 
             app, _ = create_pipeline_app(*load_pipeline(config_dir / "pipeline.yaml", config_dir), context=defaults)
             # Its stages' files are warned about by their own synth (`make synth` runs both: each warning once).
-            warn_placeholders([config_dir / "pipeline.yaml"])
+            warn_placeholders([config_dir / "pipeline.yaml"], refused_by="make deploy-pipeline")
         else:
             config = load_stage(stage, config_dir)
             source = load_stage(config.promote_from, config_dir) if config.promote_from else None

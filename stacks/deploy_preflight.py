@@ -59,7 +59,12 @@ class Placeholder:
         return HINTS.get(re.sub(r"\[\d+\]", "", self.field), GENERIC)
 
     def where(self) -> str:
-        return f"{self.file}:{self.line}" if self.line else str(self.file)
+        """`config/dev.yaml:11`: relative to the current folder when inside it (as make shows paths)."""
+        try:
+            shown = self.file.absolute().relative_to(Path.cwd())
+        except ValueError:
+            shown = self.file
+        return f"{shown}:{self.line}" if self.line else str(shown)
 
     def message(self) -> str:
         return f"{self.where()}: {self.field}: {clip(self.value, 80)!r} is a placeholder; set it to {self.hint()}"
@@ -127,11 +132,11 @@ def pipeline_files(config_dir: Path) -> list[Path]:
     return files
 
 
-def warn_placeholders(files: Iterable[Path], stream: TextIO | None = None) -> int:
+def warn_placeholders(files: Iterable[Path], refused_by: str = "make deploy", stream: TextIO | None = None) -> int:
     """One `WARNING:` line per placeholder (for `make synth`: it synthesizes, a deploy refuses); their count."""
     found = [p for path in files for p in find_placeholders(path)]
     for placeholder in found:
-        print(f"WARNING: {placeholder.message()} (`make deploy` refuses it)", file=stream or sys.stderr)
+        print(f"WARNING: {placeholder.message()} (`{refused_by}` refuses it)", file=stream or sys.stderr)
     return len(found)
 
 

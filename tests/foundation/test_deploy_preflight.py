@@ -136,10 +136,16 @@ def test_diff_and_destroy_do_not_refuse_placeholders(command, capsys, monkeypatc
     assert capsys.readouterr().err == ""
 
 
-def test_synth_warns_once_per_placeholder_without_failing(capsys) -> None:
+def test_synth_warns_once_per_placeholder_without_failing(capsys, monkeypatch) -> None:
+    monkeypatch.chdir(PROJECT_ROOT)
     assert deploy_preflight.warn_placeholders(stage_files("dev", CONFIG)) == 1
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 1 and err[0].startswith(f"WARNING: {CONFIG / 'dev.yaml'}:11: artifacts.bucket_name:")
+    assert len(err) == 1 and err[0].startswith("WARNING: config/dev.yaml:11: artifacts.bucket_name:")
+    assert err[0].endswith("(`make deploy` refuses it)")
+    assert deploy_preflight.warn_placeholders([CONFIG / "pipeline.yaml"], refused_by="make deploy-pipeline") == 1
+    err = capsys.readouterr().err
+    assert err.startswith("WARNING: config/pipeline.yaml:12: source.connection_arn:")
+    assert err.rstrip().endswith("(`make deploy-pipeline` refuses it)")
 
 
 def test_a_config_without_placeholders_goes_to_the_credentials_check(tmp_path, capsys) -> None:
