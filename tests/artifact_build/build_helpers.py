@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+from synth_helpers import PROJECT_ROOT
+
 HANDLER_PATH = PROJECT_ROOT / "triton_cdk" / "artifact_build" / "handlers" / "ensure_artifact" / "index.py"
 SHARED = PROJECT_ROOT.parent / "shared"
 SIMPLE_ONNX = SHARED / "triton-configs" / "valid" / "simple" / "1" / "model.onnx"

@@ -15,9 +15,7 @@ from pathlib import Path
 
 import pytest
 from contract_helpers import ShippedTemplate, read_assembly_templates
-from synth_helpers import synth_pipeline, synth_stage
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+from synth_helpers import PROJECT_ROOT, synth_pipeline, synth_stage
 
 
 def _load_module(path: Path):
@@ -26,15 +24,6 @@ def _load_module(path: Path):
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is created
     spec.loader.exec_module(module)
     return module
-
-
-# Older names: one stage's / the pipeline's app as app.py writes it -> its cloud assembly folder.
-def synth_like_app_py(config_dir: Path, stage: str) -> Path:
-    return synth_stage(stage, config_dir).outdir
-
-
-def synth_pipeline_like_app_py(config_dir: Path) -> Path:
-    return synth_pipeline(config_dir).outdir
 
 
 def _stage_files(folder: Path) -> list[str]:

@@ -7,14 +7,11 @@ hold the estimate to what synthesis really produces, so it stays an upper bound 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from contract_helpers import ShippedTemplate
+from synth_helpers import PROJECT_ROOT
 
 from triton_cdk.config.limits import MAX_RESOURCES_PER_STACK, build_stack_resources, endpoint_stack_resources
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _config_of(template: ShippedTemplate):

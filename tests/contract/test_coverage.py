@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+from synth_helpers import PROJECT_ROOT
 
 
 def test_every_shipped_config_is_synthesized(shipped_configs):

@@ -20,16 +20,15 @@ issue #15). Sources, read in triton-inference-server/server (`fetch github:trito
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from contract_helpers import ShippedTemplate, resources_of
+from synth_helpers import PROJECT_ROOT
 
 from model_build.ensemble_config import generate_ensemble
 from model_build.preflight import composing_config_text
 from triton_cdk.config import load_stage
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # src/sagemaker_server.h: platform_ensemble_regex_(R"(platform:(\s)*\"ensemble\")"), matched with RE2::PartialMatch.
 SAGEMAKER_ENSEMBLE_REGEX = re.compile(r'platform:(\s)*"ensemble"')
 ARTIFACT = "Custom::TritonModelArtifact"

@@ -14,6 +14,7 @@ from pathlib import Path
 import boto3
 import pytest
 from botocore.stub import Stubber
+from synth_helpers import PROJECT_ROOT
 
 from stacks import stale_stacks
 from stacks.stale_stacks import LIVE_STATUSES, main
@@ -176,7 +177,7 @@ def test_make_deploy_runs_the_check_after_the_deploy_and_make_stale_stacks_runs_
     def dry_run(target: str) -> list[str]:
         result = subprocess.run(
             ["make", "-n", "--no-print-directory", target, f"STAGE={stage}"],
-            cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, check=True,
+            cwd=PROJECT_ROOT, capture_output=True, text=True, check=True,
         )  # fmt: skip
         return result.stdout.splitlines()
 

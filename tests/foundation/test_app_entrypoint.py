@@ -9,12 +9,11 @@ import sys
 from pathlib import Path
 
 import yaml
-
-ROOT = Path(__file__).resolve().parents[2]
+from synth_helpers import PROJECT_ROOT
 
 
 def test_bad_config_fails_synth_before_any_template_is_written(tmp_path: Path) -> None:
-    config = yaml.safe_load((ROOT / "config" / "dev.yaml").read_text())
+    config = yaml.safe_load((PROJECT_ROOT / "config" / "dev.yaml").read_text())
     config["endpoints"][0]["autoscaling"]["min_capacity"] = 5
     config_dir = tmp_path / "config"
     config_dir.mkdir()
@@ -26,7 +25,7 @@ def test_bad_config_fails_synth_before_any_template_is_written(tmp_path: Path) -
         "CDK_CONTEXT_JSON": json.dumps({"stage": "dev", "config_dir": str(config_dir)}),
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
     }
-    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "app.py"], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True)
     assert result.returncode == 1
     assert "ERROR: invalid configuration" in result.stderr
     assert f"{config_dir / 'dev.yaml'}: endpoints[0].autoscaling: min_capacity 5 > max_capacity 2" in result.stderr
@@ -40,7 +39,7 @@ def test_plain_python_app_py_reads_cdk_json_like_the_cli(tmp_path: Path) -> None
     outdir = tmp_path / "cdk.out"
     env = {k: v for k, v in os.environ.items() if k != "CDK_CONTEXT_JSON"}
     env.update({"CDK_OUTDIR": str(outdir), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
-    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "app.py"], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
     assert sorted(p.name for p in outdir.glob("*.template.json")) == [
         "Triton-dev-Artifacts.template.json",

@@ -16,8 +16,8 @@ LOG_BUCKET_ID = "ArtifactsAccessLogs4D97777C"
 
 
 @pytest.fixture(scope="module")
-def template(dev_stage) -> Template:
-    _, stacks, _ = dev_stage
+def template(dev_app) -> Template:
+    stacks = dev_app.stacks
     return Template.from_stack(stacks.artifacts)
 
 
@@ -41,8 +41,8 @@ def test_stateful_logical_ids_do_not_change(resources: dict) -> None:
     assert {KEY_ID, BUCKET_ID, LOG_BUCKET_ID} <= set(resources)
 
 
-def test_stack_is_termination_protected(dev_stage) -> None:
-    _, stacks, _ = dev_stage
+def test_stack_is_termination_protected(dev_app) -> None:
+    stacks = dev_app.stacks
     assert stacks.artifacts.termination_protection is True
 
 
@@ -73,8 +73,8 @@ def test_bucket_is_versioned_kms_encrypted_private_logged_and_retained(resources
     assert lifecycle["NoncurrentVersionExpiration"] == {"NoncurrentDays": 30}
 
 
-def test_prod_keeps_noncurrent_versions_longer(prod_stage) -> None:
-    _, stacks, _ = prod_stage
+def test_prod_keeps_noncurrent_versions_longer(prod_app) -> None:
+    stacks = prod_app.stacks
     bucket = Template.from_stack(stacks.artifacts).to_json()["Resources"][BUCKET_ID]
     assert bucket["Properties"]["LifecycleConfiguration"]["Rules"][0]["NoncurrentVersionExpiration"] == {
         "NoncurrentDays": 90
@@ -180,10 +180,10 @@ def test_triton_image_mapping_is_env_agnostic(resources: dict, template: Templat
     assert images["us-east-1"]["cpu"].endswith(":24.09-py3-cpu")
 
 
-def test_artifact_stack_owns_the_bucket_arn_export(template: Template, dev_stage) -> None:
+def test_artifact_stack_owns_the_bucket_arn_export(template: Template, dev_app) -> None:
     """One export of the bucket ARN, made here: CloudFormation refuses a second export of a name
     (CloudFormation User Guide, "Outputs": export names are unique per account and region)."""
-    _, stacks, _ = dev_stage
+    stacks = dev_app.stacks
     outputs = template.to_json()["Outputs"]
     exported = {o["Export"]["Name"]: o["Value"] for o in outputs.values() if "Export" in o}
     assert exported["Triton-dev-Artifacts-ArtifactBucketArn"] == {"Fn::GetAtt": [BUCKET_ID, "Arn"]}
@@ -200,8 +200,8 @@ def test_key_lets_only_aws_services_create_grants(resources: dict) -> None:
     }
 
 
-def test_nag_and_guard_found_nothing_unacknowledged(dev_stage) -> None:
-    _, _, assembly = dev_stage
+def test_nag_and_guard_found_nothing_unacknowledged(dev_app) -> None:
+    assembly = dev_app.assembly
     report = json.loads((Path(assembly.directory) / "validation-report.json").read_text())
     for plugin in ("AwsSolutions", GUARD_PLUGIN):
         (found,) = [r for r in report["pluginReports"] if r["pluginName"] == plugin]

@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from synth_helpers import PROJECT_ROOT
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(PROJECT_ROOT / "tests" / "model_build"))
-from onnx_fixtures import dynamic_batch_model  # noqa: E402
+from onnx_fixtures import dynamic_batch_model
 
 MARKER = "<!-- doctest -->"
 LINKED = ("model_build", "triton_cdk", "stacks", "endpoint_client", "examples", "app.py", "cdk.json", ".venv")

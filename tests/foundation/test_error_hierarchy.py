@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from synth_helpers import PROJECT_ROOT
 
 from stacks.promotion import PromotionError
 from triton_cdk.config import ConfigError
 from triton_cdk.errors import InvalidPropsError, TritonCdkError
 
-ROOT = Path(__file__).resolve().parents[2]
 # Raised by the library's constructs: each a bare builtin exception a user would see as a traceback.
 BARE = {"ValueError", "TypeError", "Exception", "RuntimeError"}
 
@@ -34,18 +34,18 @@ def _bare_raises(folder: Path) -> list[str]:
             if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
                 name = getattr(node.exc.func, "id", None)
                 if name in BARE:
-                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: raise {name}")
+                    found.append(f"{path.relative_to(PROJECT_ROOT)}:{node.lineno}: raise {name}")
     return found
 
 
 def test_the_construct_library_raises_no_bare_builtin_error() -> None:
     """Constructs refuse props with InvalidPropsError (the config package is the app's; see its own tests)."""
-    found = [line for line in _bare_raises(ROOT / "triton_cdk") if not line.startswith("triton_cdk/config/")]
+    found = [line for line in _bare_raises(PROJECT_ROOT / "triton_cdk") if not line.startswith("triton_cdk/config/")]
     assert found == []
 
 
 def _app_module():
-    spec = importlib.util.spec_from_file_location("app_under_test", ROOT / "app.py")
+    spec = importlib.util.spec_from_file_location("app_under_test", PROJECT_ROOT / "app.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from synth_helpers import PROJECT_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 CONFIG_PACKAGE = "triton_cdk.config"  # the app's config schema, kept in the library's folder for now
 
 
@@ -33,7 +33,7 @@ def _library_modules() -> list[str]:
             if info.ispkg:
                 walk(folder / info.name.rpartition(".")[2], info.name)
 
-    walk(ROOT / "triton_cdk", "triton_cdk")
+    walk(PROJECT_ROOT / "triton_cdk", "triton_cdk")
     return found
 
 
@@ -73,8 +73,8 @@ def app_modules_loaded() -> dict[str, list[str]]:
     """Library module -> the app modules (`stacks*`, `triton_cdk.config*`) importing it loaded."""
     env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
     result = subprocess.run(
-        [sys.executable, "-c", PROBE, str(ROOT.resolve())],
-        cwd=ROOT,
+        [sys.executable, "-c", PROBE, str(PROJECT_ROOT.resolve())],
+        cwd=PROJECT_ROOT,
         input=json.dumps(LIBRARY_MODULES),
         capture_output=True,
         text=True,
@@ -111,15 +111,15 @@ def test_nothing_in_the_library_imports_the_app():
     """The only arrow goes from the app (`stacks/`, the config schema) to the library (`triton_cdk/`), never back,
     also in imports a probe would not load (inside functions, under TYPE_CHECKING). The config package itself
     may import the library, never `stacks/`."""
-    config_folder = ROOT / "triton_cdk" / "config"
+    config_folder = PROJECT_ROOT / "triton_cdk" / "config"
     offenders = {
-        str(path.relative_to(ROOT)): sorted(
+        str(path.relative_to(PROJECT_ROOT)): sorted(
             m
             for m in _imported_modules(path)
             if (m == "stacks" or m.startswith("stacks."))
             or (not path.is_relative_to(config_folder) and _is_app_module(m))
         )
-        for path in sorted((ROOT / "triton_cdk").rglob("*.py"))
+        for path in sorted((PROJECT_ROOT / "triton_cdk").rglob("*.py"))
     }
     assert {path: modules for path, modules in offenders.items() if modules} == {}
 
@@ -139,6 +139,6 @@ def test_every_command_error_is_a_tool_error():
         "print(bad, issubclass(client, m.ToolError), issubclass(client, m.ModelBuildError))"
     )
     env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
-    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, env=env)
+    result = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[] True False"

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+from synth_helpers import PROJECT_ROOT
+
 # Top-level folders that are not source: tool state, dependencies, synth and build output.
 NOT_SOURCE = {"build", "node_modules", "__pycache__"}
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 import typing
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import yaml
 from pydantic import BaseModel
+from synth_helpers import PROJECT_ROOT
 
 from model_build.settings import ModelSettings
 from triton_cdk.config import AppConfig
@@ -32,7 +32,7 @@ from triton_cdk.config.endpoint import (
 )
 from triton_cdk.serving import component_sizing
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = PROJECT_ROOT / "README.md"
 
 
 def table_keys(heading: str) -> set[str]:

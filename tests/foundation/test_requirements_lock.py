@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from synth_helpers import PROJECT_ROOT
+
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s;#\\]+)")
 
 
@@ -27,15 +28,15 @@ def _pins(path: Path) -> dict[str, str]:
 
 
 def test_the_lock_holds_every_pin_at_its_version() -> None:
-    wanted = _pins(ROOT / "requirements-dev.txt")
-    locked = _pins(ROOT / "requirements-dev.lock")
+    wanted = _pins(PROJECT_ROOT / "requirements-dev.txt")
+    locked = _pins(PROJECT_ROOT / "requirements-dev.lock")
     assert "aws-cdk-lib" in wanted and "pytest" in wanted
     mismatched = {name: (version, locked.get(name)) for name, version in wanted.items() if locked.get(name) != version}
     assert mismatched == {}, "run `make lock` after editing requirements*.txt"
 
 
 def test_every_locked_package_has_a_hash() -> None:
-    text = (ROOT / "requirements-dev.lock").read_text()
+    text = (PROJECT_ROOT / "requirements-dev.lock").read_text()
     entries = re.split(r"\n(?=[A-Za-z0-9])", text.split("\n", 2)[2])
     assert len(entries) > 50
     assert [e.split()[0] for e in entries if "--hash=sha256:" not in e] == []

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import yaml
+from synth_helpers import PROJECT_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
-CDK_JSON_CONTEXT = json.loads((ROOT / "cdk.json").read_text())["context"]
+CDK_JSON_CONTEXT = json.loads((PROJECT_ROOT / "cdk.json").read_text())["context"]
 
 
 def run_app(config_dir: Path, outdir: Path, **context) -> subprocess.CompletedProcess:
@@ -26,13 +26,13 @@ def run_app(config_dir: Path, outdir: Path, **context) -> subprocess.CompletedPr
         "CDK_CONTEXT_JSON": json.dumps({**CDK_JSON_CONTEXT, "config_dir": str(config_dir), **context}),
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
     }
-    return subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True)
+    return subprocess.run([sys.executable, "app.py"], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True)
 
 
 def test_a_stage_with_its_own_account_synthesizes_whatever_the_pipeline_file_says(tmp_path):
     config_dir = tmp_path / "config"
     config_dir.mkdir()
-    dev = yaml.safe_load((ROOT / "config" / "dev.yaml").read_text())
+    dev = yaml.safe_load((PROJECT_ROOT / "config" / "dev.yaml").read_text())
     dev.update(account="222222222222", region="us-east-1")
     (config_dir / "dev.yaml").write_text(yaml.safe_dump(dev, sort_keys=False))
     (config_dir / "pipeline.yaml").write_text("name: [this is not a pipeline\n")  # broken on purpose

@@ -16,11 +16,12 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
+from synth_helpers import PROJECT_ROOT
 from tritonclient.grpc import model_config_pb2 as mc
 
 from model_build.settings import ModelSettings
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+SHARED = PROJECT_ROOT.parent / "shared"
 SHARED_VALID = SHARED / "triton-configs" / "valid"
 needs_shared = pytest.mark.skipif(
     not SHARED_VALID.is_dir(), reason=f"Triton's example models are not checked out at {SHARED_VALID}"

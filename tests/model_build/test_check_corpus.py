@@ -15,10 +15,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from synth_helpers import PROJECT_ROOT
 
 from model_build.check import check_repository
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+SHARED = PROJECT_ROOT.parent / "shared"
 CONFIGS = SHARED / "triton-configs"
 SEED_CONFIGS = SHARED / "seed-configs"
 # Triton's harness also runs each case as an ensemble: the `expected_ensemble` texts.

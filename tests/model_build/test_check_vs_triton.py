@@ -19,12 +19,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from synth_helpers import PROJECT_ROOT
 
 from model_build.check import check_repository
 
-ROOT = Path(__file__).resolve().parents[2]
-CONFIGS = ROOT.parent / "shared" / "triton-configs"
-TRITON = next(iter(sorted((ROOT / ".venv-triton").glob("lib/python3*/site-packages/pytriton/tritonserver"))), None)
+CONFIGS = PROJECT_ROOT.parent / "shared" / "triton-configs"
+TRITON = next(
+    iter(sorted((PROJECT_ROOT / ".venv-triton").glob("lib/python3*/site-packages/pytriton/tritonserver"))), None
+)
 POLL_FAILED = re.compile(r"Poll failed for model directory '(?P<model>[^']+)': (?P<message>.*)\"$")
 
 pytestmark = [

@@ -19,6 +19,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 import yaml
+from cli_runner import run_cli
 from model_fixtures import save_with_external_data, set_location, weighted_model, weighted_repository
 from onnx import TensorProto, helper, numpy_helper
 from onnx.external_data_helper import _get_all_tensors, convert_model_to_external_data, uses_external_data
@@ -169,9 +170,8 @@ def test_check_and_package_refuse_data_that_does_not_ship(tmp_path: Path, locati
 
 def key_of(config: Path, base: Path) -> tuple[int, str, str]:
     argv = ["key", "--config", str(config), "--model", "weighted", "--gpu-target", "portable", "--base-dir", str(base)]
-    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
-        code = cli.main(argv)
-    return code, out.getvalue().strip(), err.getvalue()
+    result = run_cli(*argv)
+    return result.returncode, result.stdout.strip(), result.stderr
 
 
 def test_the_key_changes_when_only_the_data_file_changes(tmp_path: Path) -> None:

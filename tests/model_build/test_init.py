@@ -8,12 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 from onnx_fixtures import dynamic_batch_model, fixed_model, sequence_model
+from synth_helpers import PROJECT_ROOT
 
 from model_build.cli import main
 from model_build.errors import ModelBuildError
 from model_build.proposal import propose_model
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_runner import run_cli
+from synth_helpers import PROJECT_ROOT
 
 from model_build import cli
 from model_build.key import model_artifact_key
-from triton_cdk.config.loader import PROJECT_ROOT
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_config(folder: Path, *, release: str = "24.09", build: dict | None = None, **overrides) -> Path:
@@ -53,9 +52,8 @@ def project(tmp_path: Path, monkeypatch) -> Path:
 
 def run_key(*argv: str) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of `python -m model_build key ARGV`, in-process."""
-    with contextlib.redirect_stdout(io.StringIO()) as stdout, contextlib.redirect_stderr(io.StringIO()) as stderr:
-        code = cli.main(["key", *argv])
-    return code, stdout.getvalue(), stderr.getvalue()
+    result = run_cli("key", *argv)
+    return result.returncode, result.stdout, result.stderr
 
 
 def key_args(project: Path, model: str = "detector", config: Path | None = None) -> list[str]:
@@ -107,13 +105,13 @@ def test_the_cli_key_is_the_key_the_cdk_app_deploys() -> None:
         for artifact in endpoint_artifacts(config, endpoint, PROJECT_ROOT).models:
             code, out, err = run_key(
                 "--config",
-                str(ROOT / "config" / "dev.yaml"),
+                str(PROJECT_ROOT / "config" / "dev.yaml"),
                 "--model",
                 artifact.model.name,
                 "--instance-type",
                 endpoint.instance_type,
                 "--base-dir",
-                str(ROOT),
+                str(PROJECT_ROOT),
             )
             assert (code, out.strip()) == (0, artifact.key), err
 
@@ -165,7 +163,7 @@ def test_json_output(project: Path) -> None:
 
 def test_the_repository_config_keys_export_recipes(monkeypatch) -> None:
     monkeypatch.setattr(cli, "COMMAND_MODULES", ("key",))
-    config = str(ROOT / "config" / "dev.yaml")
+    config = str(PROJECT_ROOT / "config" / "dev.yaml")
     code, out, _ = run_key("--config", config, "--model", "resnet50", "--instance-type", "ml.g5.xlarge", "--json")
     document = json.loads(out)
     assert code == 0

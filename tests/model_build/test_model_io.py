@@ -32,6 +32,7 @@ from onnx_fixtures import (
     settings,
     weights_as_inputs_model,
 )
+from synth_helpers import PROJECT_ROOT
 from tritonclient.grpc import model_config_pb2 as mc
 
 from model_build import pbtxt
@@ -265,7 +266,7 @@ def test_the_config_text_round_trips(tmp_path: Path) -> None:
         assert text_format.Parse(text, mc.ModelConfig()).input
 
 
-SIMPLE_SEQUENCE = Path(__file__).resolve().parents[2].parent / "shared" / "triton-configs" / "valid" / "simple_sequence"
+SIMPLE_SEQUENCE = PROJECT_ROOT.parent / "shared" / "triton-configs" / "valid" / "simple_sequence"
 
 
 @pytest.mark.skipif(not SIMPLE_SEQUENCE.is_dir(), reason="Triton's example models are not checked out")

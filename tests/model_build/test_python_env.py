@@ -24,12 +24,12 @@ from pathlib import Path
 
 import pytest
 from ensemble_fixtures import pipeline_repository, tiny_wheel, write_pipeline
+from synth_helpers import PROJECT_ROOT
 
 from model_build import cli
 from model_build.errors import InvalidModelError, ModelBuildError
 from model_build.python_env import environment_entries, index_problem, packed_environment
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TRITON_ENV = PROJECT_ROOT / ".venv-triton"
 TRITON_PYTHON = TRITON_ENV / "bin" / "python"
 # The numpy of the Triton venv (requirements-triton.txt): the stub's numpy<2 for Triton 2.51.

@@ -14,11 +14,11 @@ from __future__ import annotations
 import importlib.util
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 import yaml
 from google.protobuf import text_format
+from synth_helpers import PROJECT_ROOT
 from tritonclient.grpc import model_config_pb2 as mc
 
 from model_build.check import check_repository
@@ -27,12 +27,11 @@ from model_build.preflight import composing_config_text, ensemble_preflight_prob
 from model_build.stage_repository import assemble_repository
 from triton_cdk.config import load_stage
 
-ROOT = Path(__file__).resolve().parents[2]
-PAGE = ROOT / "docs" / "model-build-ensembles-and-environments.md"
-CONFIGS = ROOT / "tests" / "configs"
+PAGE = PROJECT_ROOT / "docs" / "model-build-ensembles-and-environments.md"
+CONFIGS = PROJECT_ROOT / "tests" / "configs"
 STAGE_FILE = CONFIGS / "reference.yaml"
 STAND_INS = CONFIGS / "reference"
-SEEDS = ROOT.parent / "shared" / "seed-configs"
+SEEDS = PROJECT_ROOT.parent / "shared" / "seed-configs"
 MARKER = re.compile(r"^<!-- stage-config: (\S+) -->$")
 
 
@@ -100,7 +99,7 @@ def _composing_text(config, name: str) -> str:
         config.model(name),
         instance_type_name=INSTANCE_TYPE,
         triton_release=config.triton_release,
-        base_dir=ROOT,
+        base_dir=PROJECT_ROOT,
         fleet=config.build.fleet,
     )
 
@@ -123,7 +122,11 @@ def test_the_detection_ensemble_fans_out_and_in_and_passes_the_ensemble_rules():
     ensemble = config.model("detect_and_segment")
     composing = {name: config.model(name) for name in ensemble.composing_models}
     problems = ensemble_preflight_problems(
-        ensemble, composing, instance_type_name=INSTANCE_TYPE, triton_release=config.triton_release, base_dir=ROOT
+        ensemble,
+        composing,
+        instance_type_name=INSTANCE_TYPE,
+        triton_release=config.triton_release,
+        base_dir=PROJECT_ROOT,
     )
     assert problems == []
     generated = _config(generate_ensemble(ensemble, {name: _composing_text(config, name) for name in composing}))
@@ -157,6 +160,6 @@ def test_a_post_processing_step_that_does_not_fit_is_named(tmp_path):
 @pytest.mark.parametrize(("model", "engines"), [("t5_pytorch", ()), ("detect_and_segment", ("detector", "segmenter"))])
 def test_package_config_assembles_each_pipeline_into_a_repository_check_passes(tmp_path, model, engines):
     repository = tmp_path / "repo"
-    assembled = assemble_repository(STAGE_FILE, model, repository, base_dir=ROOT)
+    assembled = assemble_repository(STAGE_FILE, model, repository, base_dir=PROJECT_ROOT)
     assert assembled.engines_from_onnx == engines
     assert check_repository(repository, engines_from_onnx=engines, instance_type=INSTANCE_TYPE) == []

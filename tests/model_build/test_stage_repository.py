@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from ensemble_fixtures import write_pipeline
 from google.protobuf import text_format
+from synth_helpers import PROJECT_ROOT
 from tritonclient.grpc import model_config_pb2 as mc
 
 from model_build import cli
@@ -24,9 +25,8 @@ from model_build.check import check_repository
 from model_build.errors import ModelBuildError
 from model_build.stage_repository import assemble_repository
 
-ROOT = Path(__file__).resolve().parents[2]
-MODELS = ROOT / "examples" / "models"
-STAGE = ROOT / "examples" / "config" / "ensemble.yaml"
+MODELS = PROJECT_ROOT / "examples" / "models"
+STAGE = PROJECT_ROOT / "examples" / "config" / "ensemble.yaml"
 CNN_ONNX = MODELS / "image_cnn" / "1" / "model.onnx"
 
 
@@ -39,7 +39,7 @@ def test_a_tensorrt_model_ships_the_config_the_build_writes_and_the_onnx_of_its_
         cli.main(["config", "--config", str(STAGE), "--model", "image_cnn", "--onnx", str(CNN_ONNX), "--stdout"]) == 0
     )
     built = capsys.readouterr().out  # what the build writes before `model_build build` adds the engine
-    argv = ["package", "--config", str(STAGE), "--model", "image_cnn", "--base-dir", str(ROOT),
+    argv = ["package", "--config", str(STAGE), "--model", "image_cnn", "--base-dir", str(PROJECT_ROOT),
             "--layout", "uncompressed", "--out", str(tmp_path / "out")]  # fmt: skip
     assert cli.main(argv) == 0
     out, err = capsys.readouterr()
@@ -55,7 +55,7 @@ def test_a_tensorrt_model_ships_the_config_the_build_writes_and_the_onnx_of_its_
 
 def test_the_ensemble_is_assembled_with_its_steps_as_the_build_assembles_them(tmp_path):
     repository = tmp_path / "repo"
-    assembled = assemble_repository(STAGE, "image_classifier", repository, base_dir=ROOT)
+    assembled = assemble_repository(STAGE, "image_classifier", repository, base_dir=PROJECT_ROOT)
     assert assembled.models == ("image_classifier", "image_cnn", "image_postprocess", "image_preprocess")
     assert assembled.engines_from_onnx == ("image_cnn",)
     # The ensemble's config does not depend on how image_cnn is served: the committed one.
@@ -74,7 +74,7 @@ def test_the_ensemble_is_assembled_with_its_steps_as_the_build_assembles_them(tm
 def test_check_holds_the_tensorrt_config_to_its_onnx(tmp_path):
     """tensorrt_backend's ValidateIO against the engine, here against the ONNX the engine is built from."""
     repository = tmp_path / "repo"
-    assemble_repository(STAGE, "image_cnn", repository, base_dir=ROOT)
+    assemble_repository(STAGE, "image_cnn", repository, base_dir=PROJECT_ROOT)
     config = repository / "image_cnn" / "config.pbtxt"
     config.write_text(config.read_text().replace('name: "logits"', 'name: "scores"'))
     messages = [p.message for p in check_repository(repository, engines_from_onnx=["image_cnn"])]

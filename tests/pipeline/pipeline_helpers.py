@@ -6,10 +6,9 @@ import copy
 from pathlib import Path
 
 import yaml
-from synth_helpers import config_folder
+from synth_helpers import PROJECT_ROOT, config_folder
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CONFIG_DIR = REPO_ROOT / "config"
+CONFIG_DIR = PROJECT_ROOT / "config"
 PIPELINE_ACCOUNT, DEV_ACCOUNT, PROD_ACCOUNT = "111111111111", "222222222222", "333333333333"
 DEV_BUCKET = "triton-models-dev-example"
 

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline_helpers import DEV_BUCKET, PIPELINE_ACCOUNT, PROD_ACCOUNT, REPO_ROOT
-from synth_helpers import Synthesized
+from pipeline_helpers import DEV_BUCKET, PIPELINE_ACCOUNT, PROD_ACCOUNT
+from synth_helpers import PROJECT_ROOT, Synthesized
 
 from triton_cdk.pipeline.smoke_plan import SmokePlan
 
@@ -123,7 +123,7 @@ def test_smoke_step_gets_its_stage_plan_role_and_bucket(default_pipeline):
 
 
 def test_smoke_step_installs_only_the_client_at_the_project_pins(default_pipeline):
-    requirements = (REPO_ROOT / "requirements.txt").read_text().splitlines()
+    requirements = (PROJECT_ROOT / "requirements.txt").read_text().splitlines()
     expected = [line for line in requirements if line.startswith(("boto3==", "numpy==", "tritonclient["))]
     project = _project(default_pipeline, _smoke_action(_stage(default_pipeline, "dev"), "SmokeTest"))
     (install,) = _buildspec(project)["phases"]["install"]["commands"]

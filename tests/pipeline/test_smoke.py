@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from google.protobuf import text_format
+from synth_helpers import PROJECT_ROOT
 from tritonclient.grpc import model_config_pb2 as mc
 
 from endpoint_client import EndpointClient, RetryPolicy
@@ -30,8 +31,7 @@ from triton_cdk.pipeline.smoke import (
 )
 from triton_cdk.pipeline.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE_MODEL = REPO_ROOT / "examples" / "models" / "add_sub"
+EXAMPLE_MODEL = PROJECT_ROOT / "examples" / "models" / "add_sub"
 
 BERT_LIKE = """
 name: "bert_base"
@@ -311,7 +311,7 @@ def test_the_plan_of_a_component_endpoint_names_each_component():
     from triton_cdk.config import load_stage
     from triton_cdk.config.pipeline import PipelineConfig
 
-    config = load_stage("components", REPO_ROOT / "examples" / "config")
+    config = load_stage("components", PROJECT_ROOT / "examples" / "config")
     pipeline = PipelineConfig.model_validate(
         {"name": "p", "source": {"codecommit_repository": "r"}, "stages": [{"name": "components"}]}
     )

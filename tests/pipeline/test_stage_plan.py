@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 
 import pytest
-from synth_helpers import new_app
+from synth_helpers import PROJECT_ROOT, new_app
 
 import stacks.stage_plan
 from stacks.artifact_plan import endpoint_artifacts
@@ -15,7 +15,6 @@ from stacks.pipeline_steps import smoke_plan
 from stacks.promotion import collect_stage_artifacts
 from stacks.stage_plan import plan_stage
 from triton_cdk.config import load_stage
-from triton_cdk.config.loader import PROJECT_ROOT
 from triton_cdk.config.pipeline import load_pipeline
 
 

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import yaml
 from aws_cdk.assertions import Template
-from synth_helpers import config_folder
+from synth_helpers import PROJECT_ROOT, config_folder
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = PROJECT_ROOT / "config"
 DEV_DOCUMENT = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
 

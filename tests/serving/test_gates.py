@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from synth_helpers import PROJECT_ROOT
 
 SYNTHS = ("dev", "prod", "custom")
 
@@ -54,7 +55,7 @@ def test_docs_list_every_endpoint_field_with_its_default():
     """docs/serving.md's endpoint table follows the schema (triton_cdk/config/endpoint.py)."""
     from triton_cdk.config.endpoint import DeploymentSettings, EndpointSettings
 
-    page = (Path(__file__).resolve().parents[2] / "docs" / "serving.md").read_text()
+    page = (PROJECT_ROOT / "docs" / "serving.md").read_text()
     for name in EndpointSettings.model_fields:
         assert f"| `{name}` |" in page or f"### `{name}`" in page, name
     assert "| `network_isolation` | `true` |" in page and EndpointSettings.model_fields["network_isolation"].default

@@ -15,8 +15,6 @@ from model_build import drivers, releases
 from model_build.catalogue import INSTANCE_TYPES
 from triton_cdk.notifications import NotificationTopic, rule_target
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
 
 def _cfn_lint_schema(type_name: str) -> dict:
     import cfnlint

@@ -7,11 +7,11 @@ import importlib.util
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from pathlib import Path
 
 import pytest
+from synth_helpers import PROJECT_ROOT
 
-HANDLER = Path(__file__).resolve().parents[2] / "triton_cdk/serving/handlers/instance_type_guard/index.py"
+HANDLER = PROJECT_ROOT / "triton_cdk/serving/handlers/instance_type_guard/index.py"
 spec = importlib.util.spec_from_file_location("instance_type_guard_index", HANDLER)
 guard = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(guard)
