@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 BIN = Path(sys.executable).parent
+# Subprocesses on purpose: what is tested is the installed executable, which only a process of its own runs.
 
 
 @pytest.mark.parametrize(("script", "expected"), [("model-build", "init"), ("triton-endpoint", "invoke")])
