@@ -87,8 +87,10 @@ class ArtifactSettings(StrictModel):
     bucket_name: str | None = Field(
         default=None,
         description="Explicit bucket name (S3's bucket naming rules: 3-63 lowercase letters, digits, . and -, no "
-        "reserved prefix or suffix); needed when another stage promotes from this one. Default: CloudFormation "
-        "generates one.",
+        "reserved prefix or suffix); needed when another stage promotes from this one. Choose it before the first "
+        "deploy: a changed name replaces the bucket (S3 BucketName: update requires replacement), which the "
+        "stage's other stacks block while they import its name (README, Before the first deploy). Default: "
+        "CloudFormation generates one.",
     )
     reader_accounts: list[str] = Field(
         default_factory=list,
