@@ -1,5 +1,6 @@
 """The construct library does not reach back into the app: importing its modules loads neither `stacks/`
-nor the app's config schema (`triton_cdk.config`). The app maps its config to the constructs' props."""
+nor the app's config schema (`triton_cdk.config`), nor the build's CLI (`model_build.cli`, `model_build.commands`).
+The app maps its config to the constructs' props."""
 
 from __future__ import annotations
 
@@ -47,7 +48,10 @@ import importlib, json, sys
 from pathlib import Path
 
 root, prefix = Path(sys.argv[1]), Path(sys.prefix).resolve()
-is_app = lambda name: name in ("stacks", "triton_cdk.config") or name.startswith(("stacks.", "triton_cdk.config."))
+# The app (stacks, its config schema) and the build's CLI (issue #23: importing the constructs must not import it).
+is_app = lambda name: name in ("stacks", "triton_cdk.config", "model_build.cli", "model_build.commands") or (
+    name.startswith(("stacks.", "triton_cdk.config.", "model_build.commands."))
+)
 
 def ours(module):
     file = getattr(module, "__file__", None)
