@@ -25,6 +25,7 @@ from model_build.check.paths import warmup_file_problems
 from model_build.check.problems import REPOSITORY, Problem
 from model_build.check.rules import validate_model_config
 from model_build.check.schema import (
+    ONNX_BACKEND,
     ONNX_FILE,
     TENSORRT_BACKEND,
     autocomplete,
@@ -229,6 +230,8 @@ def _model_file_problems(
                     "model-file",
                 )
             )
+        elif expected:
+            found += _folder_for_a_file(config, version, path / expected, expected)
     for index, io in enumerate(config.output):
         if io.label_filename and not (folder / io.label_filename).is_file():
             found.append(
@@ -240,6 +243,29 @@ def _model_file_problems(
                 )
             )
     return found + environment_problems(folder, config, packed_environment)
+
+
+def _folder_for_a_file(config, version: int, path: Path, expected: str) -> list[Problem]:
+    """A folder where the backend reads a file (review L3: an empty folder `1/model.onnx` passed check and was
+    packaged). ONNX Runtime's backend (onnxruntime_backend src/onnxruntime.cc, LoadModel: "If the model path is
+    a directory then the actual model is <dir>/model.onnx") takes a folder holding model.onnx; TensorRT's
+    (tensorrt_backend src/loader.cc, LoadPlan: ReadTextFile(plan_path)) and an ONNX file an engine is built
+    from need the file itself."""
+    if not path.is_dir() or path.is_symlink():
+        return []
+    shown = f"{version}/{printable(expected)}"
+    if config.backend == ONNX_BACKEND:
+        if (path / ONNX_FILE).is_file():
+            return []
+        message = (
+            f"{shown} is a folder without a model.onnx file: onnxruntime reads a folder model as "
+            f"{shown}/model.onnx (put the ONNX file there, or make {shown} the file itself)"
+        )
+    elif config.backend == TENSORRT_BACKEND:
+        message = f"{shown} is a folder: tensorrt reads the model from a file (the serialized engine or ONNX file)"
+    else:
+        return []
+    return [Problem(config.name, shown, message, "model-file")]
 
 
 def check_model_folder(
