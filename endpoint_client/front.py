@@ -77,6 +77,7 @@ from endpoint_client.transport import INFERENCE_COMPONENT_HEADER, TARGET_MODEL_H
 from endpoint_client.triton_backend import ReplyTooLarge, TritonHTTP, TritonUnavailable
 
 _DIGITS = re.compile(r"[0-9]{1,19}")
+_ALLOW = "GET, HEAD, POST, PUT, PATCH, DELETE"  # the methods _Handler has a do_* for
 _MODELS_PATH = re.compile(r"/models(?:/([^/]+))?(/invoke)?/?")
 _INFER_HEADER_LENGTH = "Inference-Header-Content-Length"  # KServe binary extension, both directions
 # Triton's 500s for a request whose JSON it could not read (src/http_server.cc): the request's fault.
@@ -488,6 +489,22 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self._serve("HEAD")
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """Every refusal BaseHTTPRequestHandler makes itself (a method with no do_* handler, a malformed or
+        over-long request line, HTTP/2's preface, a TLS ClientHello, too many headers) is JSON like the
+        front's own, not its HTML page (review L1). A method the front has no handler for is a 405 naming
+        the methods it has (RFC 9110 §15.5.6: a 405 MUST carry Allow), not 501. The connection is closed."""
+        self._done_reading()
+        if self.request_version == "HTTP/0.9":  # the request line was not understood: answer as HTTP/1.1
+            self.request_version = self.protocol_version
+        reply = Reply.error(code, message or explain or "the request cannot be served")
+        if code == 501 and self.command and not hasattr(self, f"do_{self.command}"):
+            reply = Reply.error(405, f"method {self.command[:50]!r} is not served; use one of {_ALLOW}")
+            reply.headers["Allow"] = _ALLOW
+        elif code == 400 and not message:
+            reply = Reply.error(400, "malformed request")
+        self._send(reply, close=True)
+
     def _serve(self, method: str) -> None:
         if self.overloaded:
             self._refuse_busy(
@@ -528,6 +545,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _drain_body(self) -> None:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
             return
+        if len(self.headers.get_all("Content-Length") or []) > 1:
+            return  # framing unknown: not read
         length_text = self.headers.get("Content-Length", "").strip()
         if not _DIGITS.fullmatch(length_text) or int(length_text) > MAX_PAYLOAD_BYTES:
             return  # nothing, or more than any request may be: not read
@@ -541,7 +560,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _read_body(self, method: str, limit: int) -> tuple[bytes, Reply | None]:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
             return b"", Reply.error(411, "chunked bodies are not accepted: send Content-Length")
-        length_text = self.headers.get("Content-Length")
+        lengths = self.headers.get_all("Content-Length") or []
+        if len(lengths) > 1:
+            # RFC 9112 §6.3: differing Content-Length values make the framing invalid and a server MUST answer
+            # 400 and close. RFC 9110 §8.6 allows accepting identical repeats; the front refuses every repeat
+            # (as nginx does: "client sent duplicate header line"): no client sends one, and the front and
+            # anything behind it could then frame the body differently (request smuggling).
+            shown = ", ".join(repr(value[:20]) for value in lengths[:4])
+            return b"", Reply.error(400, f"the request has {len(lengths)} Content-Length headers ({shown}); send one")
+        length_text = lengths[0] if lengths else None
         if length_text is None:
             if method in ("POST", "PUT", "PATCH"):
                 return b"", Reply.error(411, "the request has no Content-Length")

@@ -12,7 +12,9 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 import stat
+import tokenize
 import zipfile
 import zlib
 from pathlib import Path
@@ -179,7 +181,8 @@ def _npy_header(stream: BinaryIO, size: int, where: str) -> int:
             raise InvalidInputError(
                 f"{where}: .npy format version {version[0]}.{version[1]} (UTF-8 field names) is not supported"
             )
-    except (ValueError, EOFError, SyntaxError, TypeError) as error:
+    except (ValueError, EOFError, SyntaxError, TypeError, tokenize.TokenError) as error:
+        # TokenError: numpy tokenizes the header dict, and one cut off mid-way ends the tokenizer (review M3)
         if isinstance(error, InvalidInputError):
             raise
         raise InvalidInputError(f"{where} is not a readable .npy file ({error})") from None
@@ -248,6 +251,7 @@ def _load_npz(data: bytes, path: Path) -> dict[str, np.ndarray]:
     return {key: _load_npy(raw, where) for key, (raw, where) in members.items()}
 
 
+_ASCII_WHOLE_NUMBER = re.compile(r"[0-9]+")
 _INFINITY_WORDS = ("inf", "+inf", "-inf", "infinity", "+infinity", "-infinity")
 
 
@@ -260,7 +264,9 @@ def fitting_floats(
         converted = values.astype(dtype)
     overflowed = np.isinf(converted) & ~np.isinf(values)
     if written is not None:  # a literal beyond float64 (1e400) is already infinite: only "inf" may be
-        overflowed |= np.isinf(values) & np.array([v.strip().lower() not in _INFINITY_WORDS for v in written])
+        # dtype=bool: an empty list would otherwise make a float64 array that `&` refuses (review M2)
+        words = [v.strip().lower() not in _INFINITY_WORDS for v in written]
+        overflowed |= np.isinf(values) & np.array(words, dtype=np.bool_)
     if overflowed.any():
         index = int(np.argmax(overflowed))
         value = written[index] if written is not None else repr(float(values.flat[index]))
@@ -366,10 +372,11 @@ def merge(*groups: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def parse_shape(text: str, where: str) -> list[int]:
-    try:
-        shape = [int(d) for d in text.lower().split("x")]
-    except ValueError:
-        raise InvalidInputError(f"{where}: shape {text[:100]!r} is not dimensions joined by 'x' (e.g. 1x4)") from None
+    dimensions = text.lower().split("x")
+    # ASCII digits only: int() also reads other scripts' digits ("٣" is 3), "+1", " 1" and "1_0" (review L4)
+    if not all(_ASCII_WHOLE_NUMBER.fullmatch(d) for d in dimensions):
+        raise InvalidInputError(f"{where}: shape {text[:100]!r} is not dimensions joined by 'x' (e.g. 1x4)")
+    shape = [int(d) for d in dimensions]
     _check_shape(shape, where)
     return shape
 

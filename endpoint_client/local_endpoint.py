@@ -28,6 +28,7 @@ import errno
 import ipaddress
 import json
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -52,6 +53,7 @@ from endpoint_client.model_registry import ModelRegistry
 from endpoint_client.onnx_standin import ShapeRanges, Substitution, substitute_models
 from endpoint_client.sagemaker_serve import ServePlan, serve_plan
 from endpoint_client.shape_ranges import tensorrt_shape_ranges
+from endpoint_client.shm_guard import SharedMemoryGuard, restrict_regions
 from endpoint_client.transport import INFERENCE_COMPONENT_NAME, http_request, json_request
 from endpoint_client.triton_backend import LOOPBACK, TritonHTTP, TritonUnavailable, local_arguments, network_options_in
 from endpoint_client.triton_install import DEFAULT_TRITON_ENV, TritonInstall
@@ -104,25 +106,59 @@ def private_directory(path: Path) -> None:
 
 
 def extract_archive(archive: Path, destination: Path) -> None:
-    """Unpack model.tar.gz the way SageMaker does; refuses links, paths leaving `destination`, and
-    archives that would extract to far more than they weigh (a tar bomb, review finding 10)."""
+    """Unpack model.tar.gz the way SageMaker does into `destination` (which must not exist or be an empty
+    folder). Every member is read first and the archive refused, nothing written, if one is not a regular
+    file or a folder (links, devices, FIFOs: review H1), or it would extract to far more than it weighs (a tar
+    bomb, review finding 10). `model_build package` writes only folders and regular files
+    (model_build/archive.py `_tar_header`) and `model_build check` refuses links in a repository, so no packaged
+    model holds anything else. Refusing links is what matters: Python 3.11.7's `filter="data"` lets a chain of
+    symlinks whose expanded path passes PATH_MAX write outside the folder (CVE-2025-4517, fixed in CPython
+    3.11.13/3.12.11/3.13.4); the filter stays as a second layer (absolute names, `..`, modes). The members are
+    extracted into a fresh private folder (mode 0700) beside `destination` that is then renamed into place."""
     if not archive.is_file():
         raise LocalEndpointError(f"archive {archive} does not exist: build it with `python -m model_build package`")
     try:
         with tarfile.open(archive, "r:*") as tar:
-            _check_extracted_size(archive, tar)
-            destination.mkdir(parents=True, exist_ok=True)
-            tar.extractall(destination, filter="data")
+            _check_members(archive, tar)
+            destination.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fresh = Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}-extracting-"))
+            try:
+                tar.extractall(fresh, filter="data")
+                _move_into_place(fresh, destination)
+            except BaseException:
+                shutil.rmtree(fresh, ignore_errors=True)
+                raise
     except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
         raise LocalEndpointError(f"archive {archive} cannot be extracted: {error}") from error
 
 
-def _check_extracted_size(archive: Path, tar: tarfile.TarFile) -> None:
-    """Read the members' headers (the archive is decompressed once, nothing written) and refuse too many
-    members or more bytes than MAX_ARCHIVE_RATIO times the archive (at least MIN_ARCHIVE_ALLOWANCE_BYTES)."""
+def _move_into_place(fresh: Path, destination: Path) -> None:
+    """Rename `fresh` to `destination`; an empty `destination` folder is replaced (rename(2) does that), a
+    non-empty one (a model extracted earlier under the same name) is renamed aside and removed."""
+    try:
+        os.rename(fresh, destination)
+    except OSError as error:
+        if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+        old = Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}-replaced-"))
+        os.rename(destination, old / "old")
+        os.rename(fresh, destination)
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _check_members(archive: Path, tar: tarfile.TarFile) -> None:
+    """Read the members' headers (the archive is decompressed once, nothing written) and refuse a member that
+    is not a regular file or a folder, too many members, or more bytes than MAX_ARCHIVE_RATIO times the
+    archive (at least MIN_ARCHIVE_ALLOWANCE_BYTES)."""
     allowance = max(MIN_ARCHIVE_ALLOWANCE_BYTES, MAX_ARCHIVE_RATIO * archive.stat().st_size)
     total = 0
     for members, member in enumerate(tar, start=1):
+        if not (member.isfile() or member.isdir()):
+            raise LocalEndpointError(
+                f"archive {archive}: member {member.name[:200]!r} is a {_member_kind(member)}; a "
+                "model archive holds only folders and regular files (`python -m model_build package` writes "
+                "nothing else): refused, nothing extracted"
+            )
         total += member.size
         if members > MAX_ARCHIVE_MEMBERS:
             raise LocalEndpointError(f"archive {archive} holds more than {MAX_ARCHIVE_MEMBERS} files; refused")
@@ -131,6 +167,18 @@ def _check_extracted_size(archive: Path, tar: tarfile.TarFile) -> None:
                 f"archive {archive} ({archive.stat().st_size} bytes) would extract to over {allowance} bytes; "
                 f"refused as a likely tar bomb (the local endpoint allows {MAX_ARCHIVE_RATIO}x the archive)"
             )
+
+
+def _member_kind(member: tarfile.TarInfo) -> str:
+    if member.issym():
+        return f"symbolic link (to {member.linkname[:200]!r})"
+    if member.islnk():
+        return f"hard link (to {member.linkname[:200]!r})"
+    if member.ischr() or member.isblk():
+        return "device"
+    if member.isfifo():
+        return "FIFO"
+    return f"member of tar type {member.type!r}"
 
 
 class LocalEndpoint:
@@ -181,6 +229,7 @@ class LocalEndpoint:
         self.workdir = Path(self._owned_workdir.name) if self._owned_workdir else workdir
         self.log_path = self.workdir / "tritonserver.log"
         self.process: subprocess.Popen | None = None
+        self._shm_guard: SharedMemoryGuard | None = None
         self.plan: ServePlan | None = None
         self.front: FrontServer | None = None
         self._front_thread: threading.Thread | None = None
@@ -222,6 +271,11 @@ class LocalEndpoint:
         except (OSError, UnicodeDecodeError, text_format.ParseError):
             return []
         return [step.model_name for step in config.ensemble_scheduling.step] if config.platform == "ensemble" else []
+
+    @property
+    def shm_prefix(self) -> str:
+        """Local-only: the Python backend's shared-memory regions are /dev/shm/<this><uuid> (shm_guard.py)."""
+        return f"local_endpoint_{os.getpid()}_{self.port}_"
 
     @property
     def staging(self) -> Path:
@@ -266,7 +320,7 @@ class LocalEndpoint:
             *local_arguments(self.plan.arguments, http_port=self.triton.port, multi_model=self.plan.multi_model),
             f"--backend-directory={backends}",
             # Local-only: a shared-memory prefix of its own so two local endpoints never share regions.
-            f"--backend-config=python,shm-region-prefix-name=local_endpoint_{os.getpid()}_{self.port}_",
+            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
         ]
         base_env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENVIRONMENT}
         container_env = {k: v for k, v in container_env.items() if k not in _DROPPED_ENVIRONMENT}
@@ -281,9 +335,14 @@ class LocalEndpoint:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 preexec_fn=_die_with_parent,
+                # Files the server and the models' code create: owner-only (review M1). Its shared-memory
+                # regions are chmod()ed to 644 by Boost past the umask: the guard below sets them to 0600.
+                umask=0o077,
             )
+        self._shm_guard = SharedMemoryGuard(self.shm_prefix).start()
         try:
             self._wait_for_triton()
+            restrict_regions(self.shm_prefix)  # before the front's first request
             self._serve_front()
         except BaseException:
             self.stop()
@@ -356,6 +415,9 @@ class LocalEndpoint:
                 self._front_thread = None
             front.server_close()
         process, self.process = self.process, None
+        guard, self._shm_guard = self._shm_guard, None
+        if guard is not None:
+            guard.stop()
         if process is not None:
             _signal_group(process, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
