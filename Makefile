@@ -65,7 +65,9 @@ node_modules/.package.stamp: package.json package-lock.json
 bootstrap: $(BIN)/.requirements.stamp node_modules/.package.stamp
 
 # `make synth`: the stage's stacks (cdk.out/) and the pipeline (cdk.out-pipeline/).
-synth: synth-stage synth-pipeline
+synth: synth-stage
+	@if $(BIN)/python -m stacks.deploy_preflight pipeline-configured --config-dir config; then \
+		$(MAKE) --no-print-directory synth-pipeline; fi
 
 # synth-stage records a fingerprint of its inputs beside the assembly (stacks/assembly_fingerprint.py);
 # deploy/diff/destroy synthesize again only when an input changed since (ASSEMBLY below).

@@ -43,7 +43,9 @@ HINTS = {
     ),
 }
 GENERIC = 'your own value (README.md, "Configuration", describes the field)'
-COMMANDS = ("deploy", "diff", "destroy", "deploy-pipeline")
+COMMANDS = ("deploy", "diff", "destroy", "deploy-pipeline", "pipeline-configured")
+# `make synth` synthesizes the pipeline only once config/pipeline.yaml is set up (issue #27 item 2).
+NOT_CONFIGURED = 3
 # The commands that write to AWS what the configs say: a placeholder refuses them; the others only warn.
 REFUSING = ("deploy", "deploy-pipeline")
 
@@ -196,8 +198,30 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def pipeline_configured(config_dir: Path, stream: TextIO | None = None) -> bool:
+    """Whether `<config_dir>/pipeline.yaml` exists and holds no placeholder; else one NOTE line saying why the
+    pipeline is left out and how to synthesize it anyway."""
+    stream = stream or sys.stderr
+    path = config_dir / "pipeline.yaml"
+    if not path.is_file():
+        print(f"NOTE: no {path}: the promotion pipeline is not synthesized (docs/pipeline.md)", file=stream)
+        return False
+    found = find_placeholders(path)
+    if found:
+        fields = ", ".join(p.field for p in found)
+        print(
+            f"NOTE: {path} is not set up yet (placeholder: {fields}): the promotion pipeline is not synthesized; "
+            "`make synth-pipeline` synthesizes it anyway (docs/pipeline.md)",
+            file=stream,
+        )
+        return False
+    return True
+
+
 def main(argv: Iterable[str] | None = None, *, session_factory: Callable[..., Any] | None = None) -> int:
     args = _parser().parse_args(list(argv) if argv is not None else None)
+    if args.command == "pipeline-configured":
+        return 0 if pipeline_configured(args.config_dir) else NOT_CONFIGURED
     pipeline = args.command == "deploy-pipeline"
     command = make_command(args.command, None if pipeline else args.stage, args.config_dir)
     files = pipeline_files(args.config_dir) if pipeline else stage_files(args.stage, args.config_dir)

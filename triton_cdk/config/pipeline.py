@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import stat
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -366,6 +367,34 @@ def load_pipeline_config(path: Path = PIPELINE_CONFIG_PATH) -> PipelineConfig:
         raise ConfigError(format_validation_error(str(shown_path(path)), error, document=document)) from None
 
 
+def _with_stage_environment(pipeline: PipelineConfig, stages: dict[str, AppConfig], shown: object) -> PipelineConfig:
+    """A pipeline without account/region whose stages set one deploys from the first such stage's environment.
+
+    CDK Pipelines needs the pipeline's own environment once a stage names one (cross-environment actions start
+    from a known account and region); a user who set dev's account to deploy dev alone should not have to
+    configure the pipeline too (issue #27 item 2). Only where the stages name at most one account: across
+    accounts, which one is the tooling account is the user's choice (refused by `pipeline_problems`). Said once
+    on stderr, never silently; with an account and region in config/pipeline.yaml, those are used as they are.
+    """
+    if pipeline.account and pipeline.region:
+        return pipeline
+    accounts = {stages[s.name].account for s in pipeline.stages if s.name in stages and stages[s.name].account}
+    if len(accounts) > 1:  # cross-account: which account is the tooling account is the user's choice
+        return pipeline
+    for stage in pipeline.stages:
+        config = stages.get(stage.name)
+        if config is not None and config.account and config.region:
+            account = pipeline.account or config.account
+            region = pipeline.region or config.region
+            print(
+                f"WARNING: {shown}: account/region not set: the pipeline deploys from the environment of stage "
+                f"{stage.name!r} ({account}, {region}); set account and region there to choose another",
+                file=sys.stderr,
+            )
+            return pipeline.model_copy(update={"account": account, "region": region})
+    return pipeline
+
+
 def load_pipeline(
     path: Path = PIPELINE_CONFIG_PATH, config_dir: Path | None = None
 ) -> tuple[PipelineConfig, dict[str, AppConfig]]:
@@ -381,6 +410,7 @@ def load_pipeline(
             errors.append(str(error))
     if errors:
         raise ConfigError("\n".join(errors))
+    pipeline = _with_stage_environment(pipeline, stages, shown_path(path))
     problems = pipeline_problems(pipeline, stages)
     if problems:
         shown = shown_path(path)

@@ -1,0 +1,85 @@
+"""Setting dev's account and region must not break `make synth` / `make test` for someone who does not use the
+pipeline yet (issue #27 item 2).
+
+CDK Pipelines needs the pipeline stack's own environment once a stage names one (aws-cdk-lib pipelines:
+cross-environment actions need an explicit account and region on the pipeline stack). A pipeline without one
+deploys from the first stage's environment and says so on stderr; `make synth` synthesizes the pipeline only once
+config/pipeline.yaml is set up (no placeholder left), `make synth-pipeline` always.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from synth_helpers import CONFIG_DIR, PROJECT_ROOT, cdk_context
+
+from stacks.deploy_preflight import main as preflight
+from triton_cdk.config import ConfigError
+from triton_cdk.config.pipeline import load_pipeline
+
+
+def _configs(tmp_path: Path, dev_env: str, pipeline_env: str = "") -> Path:
+    folder = tmp_path / "config"
+    shutil.copytree(CONFIG_DIR, folder)
+    dev = folder / "dev.yaml"
+    dev.write_text(dev.read_text().replace('# account: "111111111111"\n# region: us-east-1\n', dev_env, 1))
+    pipeline = folder / "pipeline.yaml"
+    pipeline.write_text(pipeline.read_text().replace('# account: "111111111111"\n# region: us-east-1\n', pipeline_env))
+    return folder
+
+
+def test_the_pipeline_takes_the_first_stages_environment_and_says_so(tmp_path: Path, capsys) -> None:
+    folder = _configs(tmp_path, 'account: "222222222222"\nregion: eu-west-1\n')
+    pipeline, stages = load_pipeline(folder / "pipeline.yaml", folder)
+    assert (pipeline.account, pipeline.region) == ("222222222222", "eu-west-1")
+    assert stages["dev"].account == "222222222222"
+    err = capsys.readouterr().err
+    assert "the pipeline deploys from the environment of stage 'dev' (222222222222, eu-west-1)" in err
+
+
+def test_the_pipelines_own_environment_wins(tmp_path: Path, capsys) -> None:
+    folder = _configs(
+        tmp_path,
+        'account: "222222222222"\nregion: eu-west-1\n',
+        pipeline_env='account: "222222222222"\nregion: us-east-1\n',
+    )
+    pipeline, _ = load_pipeline(folder / "pipeline.yaml", folder)
+    assert (pipeline.account, pipeline.region) == ("222222222222", "us-east-1")
+    assert "WARNING" not in capsys.readouterr().err
+
+
+def test_a_stage_with_a_region_only_still_needs_the_pipelines_environment(tmp_path: Path) -> None:
+    folder = _configs(tmp_path, "region: eu-west-1\n")
+    with pytest.raises(ConfigError, match="so the pipeline needs its own: set account and region"):
+        load_pipeline(folder / "pipeline.yaml", folder)
+
+
+def test_the_pipeline_app_synthesizes_with_devs_environment(tmp_path: Path) -> None:
+    """The user's case end to end: dev has an account and region, the pipeline does not."""
+    from stacks.app_factory import create_pipeline_app
+
+    folder = _configs(tmp_path, 'account: "222222222222"\nregion: us-east-1\n')
+    app, stack = create_pipeline_app(
+        *load_pipeline(folder / "pipeline.yaml", folder), outdir=str(tmp_path / "out"), context=cdk_context()
+    )
+    app.synth()
+    assert (stack.account, stack.region) == ("222222222222", "us-east-1")
+
+
+def test_make_synth_leaves_out_a_pipeline_not_set_up(tmp_path: Path, capsys) -> None:
+    assert preflight(["pipeline-configured", "--config-dir", str(CONFIG_DIR)]) == 3
+    assert "is not set up yet (placeholder: source.connection_arn)" in capsys.readouterr().err
+    folder = _configs(tmp_path, "")
+    pipeline = folder / "pipeline.yaml"
+    pipeline.write_text(
+        pipeline.read_text().replace("connection/REPLACE-ME", "connection/0a1b2c3d-0000-4000-8000-000000000000")
+    )
+    assert preflight(["pipeline-configured", "--config-dir", str(folder)]) == 0
+    assert preflight(["pipeline-configured", "--config-dir", str(tmp_path / "nowhere")]) == 3
+
+
+def test_make_synth_runs_the_pipeline_only_when_configured() -> None:
+    makefile = (PROJECT_ROOT / "Makefile").read_text()
+    assert "synth: synth-stage\n\t@if $(BIN)/python -m stacks.deploy_preflight pipeline-configured" in makefile
