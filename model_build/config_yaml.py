@@ -9,6 +9,7 @@ can point at it. Every refusal is a `ConfigFileError` naming the file (and line 
 
 from __future__ import annotations
 
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,6 +209,15 @@ def _check_total(total: int, path: Path, node: Node, loc: tuple) -> None:
         )
 
 
+# YAML 1.1 number forms that YAML 1.2 (and a reader of the file) takes for something else: `017` is octal 15,
+# `1:30` is sexagesimal 90, `0x1F` and `0b101` are hex and binary (YAML 1.1 int and float types,
+# yaml.org/type/int.html and float.html; YAML 1.2's core schema reads only decimal, 0o and 0x, and `017` as 17).
+# The reader keeps them as the text they are, so a number field refuses them with its name.
+_REINTERPRETED_NUMBER = re.compile(
+    r"^[-+]?(?:0_*[0-7][0-7_]*|0x_*[0-9a-fA-F][0-9a-fA-F_]*|0b_*[01][01_]*|[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?)$"
+)
+
+
 class _BoundedLoader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate keys, too many aliases and deep nesting while composing."""
 
@@ -254,6 +264,20 @@ class _BoundedLoader(yaml.SafeLoader):
             tag = node.tag.replace("tag:yaml.org,2002:", "!!")
             self._refuse(node, f"{value!r} cannot be read as {tag} ({clip(str(error), 80)}); quote it if it is text")
 
+    def construct_yaml_int(self, node: ScalarNode) -> int | str:  # type: ignore[override]
+        """`017`, `1:30`, `0x1F`, `0b101` stay text (_REINTERPRETED_NUMBER); other ints as SafeLoader reads them."""
+        value = str(node.value)
+        if _REINTERPRETED_NUMBER.match(value):
+            return value
+        return super().construct_yaml_int(node)
+
+    def construct_yaml_float(self, node: ScalarNode) -> float | str:  # type: ignore[override]
+        """`1:30.5` (sexagesimal 90.5) stays text; other floats as SafeLoader reads them."""
+        value = str(node.value)
+        if _REINTERPRETED_NUMBER.match(value):
+            return value
+        return super().construct_yaml_float(node)
+
     def _refuse(self, node: Node, problem: str) -> None:
         loc = self.node_locs.get(id(node))
         field = f"{_shown_loc(loc)}: " if loc else ""
@@ -278,3 +302,7 @@ class _BoundedLoader(yaml.SafeLoader):
                     )
                 seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
+_BoundedLoader.add_constructor("tag:yaml.org,2002:float", _BoundedLoader.construct_yaml_float)

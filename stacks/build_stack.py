@@ -33,6 +33,7 @@ from triton_cdk.artifact_build.requests import (
 from triton_cdk.artifact_keys import EndpointArtifacts
 from triton_cdk.config import AppConfig
 from triton_cdk.config.loader import PROJECT_ROOT
+from triton_cdk.errors import TritonCdkError
 from triton_cdk.images import TritonImageLookup
 from triton_cdk.notifications import NotificationTopic
 
@@ -165,6 +166,9 @@ class BuildStack(cdk.Stack):
         With a project ConcurrentBuildLimit, StartBuild over it returns an error instead of queueing
         ("Builds in AWS CodeBuild"), and every ensure-artifact resource of a project may start its
         build at the same moment.
+
+        The config loader refuses this first, naming the file and line (triton_cdk/config/build_concurrency.py,
+        the same count); this stays for a config built in code, as a TritonCdkError app.py prints cleanly.
         """
         limit = self.config.build.concurrency
         if limit is None:
@@ -172,8 +176,8 @@ class BuildStack(cdk.Stack):
         for environment in sorted(self.projects):
             count = sum(1 for r in self.requests if r.environment == environment)
             if count > limit:
-                raise ValueError(
-                    f"config/{self.config.stage}.yaml: build.concurrency: {limit} is below the {count} artifacts "
+                raise TritonCdkError(
+                    f"stage {self.config.stage!r}: build.concurrency: {limit} is below the {count} artifacts "
                     f"the {environment} build project may build at once in one deployment; CodeBuild fails builds "
                     "over a project's limit instead of queueing them. Remove build.concurrency (builds then queue "
                     f"under the account's limit) or set it to at least {count}"

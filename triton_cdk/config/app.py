@@ -412,6 +412,36 @@ def _shared_composing_problems(
     ]
 
 
+def _traffic_problems(path: str, endpoint: EndpointSettings) -> list[tuple[str, str]]:
+    """Some variant must receive traffic, and enabled data capture must capture something.
+
+    CreateEndpointConfig: InitialVariantWeight 0 on every variant routes no request anywhere (the endpoint
+    construct refuses it too: "at least one variant needs an initial_weight above 0", triton_cdk/serving/
+    endpoint.py). DataCaptureConfig.CaptureOptions is a list of at least one of Input/Output (botocore sagemaker
+    CaptureOptionList min 1): capture_request and capture_response both false leave it empty.
+    """
+    problems: list[tuple[str, str]] = []
+    if endpoint.initial_weight == 0 and all(v.initial_weight == 0 for v in endpoint.extra_variants):
+        some = " and every extra_variants[].initial_weight is 0 too" if endpoint.extra_variants else ""
+        problems.append(
+            (
+                f"{path}.initial_weight",
+                f"is 0{some}: no variant would receive traffic; at least one variant needs an initial_weight above 0 "
+                "(0-1000, InitialVariantWeight)",
+            )
+        )
+    capture = endpoint.data_capture
+    if capture.enabled and not (capture.capture_request or capture.capture_response):
+        problems.append(
+            (
+                f"{path}.data_capture",
+                "capture_request and capture_response are both false: enabled data capture needs at least one "
+                "(CaptureOptions holds at least one of Input, Output)",
+            )
+        )
+    return problems
+
+
 def _endpoint_problems(
     config: AppConfig, path: str, endpoint: EndpointSettings, model_names: set[str], release_known: bool
 ) -> list[tuple[str, str]]:
@@ -426,6 +456,7 @@ def _endpoint_problems(
                 f"{MAX_ENDPOINT_NAME_LENGTH} ({ENDPOINT_NAME.source})",
             )
         )
+    problems.extend(_traffic_problems(path, endpoint))
     # Component names: component_name_problems.
     for model in endpoint.models:
         if model not in model_names:

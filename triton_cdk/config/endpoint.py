@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import importlib.resources
 import inspect
 import re
-import zoneinfo
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -78,10 +78,19 @@ def construct_default(owner: type | Callable[..., Any], name: str) -> Any:
     return default
 
 
+# The tz database's "factory" file defines Factory, a placeholder ("Local time zone must be set--see zic manual
+# page"), not a place; tzdata lists it with the real zones.
+NOT_A_TIME_ZONE = frozenset({"Factory"})
+
+
 @functools.cache
 def iana_time_zones() -> frozenset[str]:
-    """The IANA names (the tzdata package pins the database, so every machine agrees)."""
-    return frozenset(zoneinfo.available_timezones())
+    """The IANA names, read only from the pinned `tzdata` package's own zone list (its `zones` file), so every
+    machine agrees: zoneinfo.available_timezones() also scans the system's zoneinfo folder, which holds files
+    such as `localtime` that are no IANA name (Application Auto Scaling Timezone: "canonical names of the IANA
+    time zones supported by Joda-Time")."""
+    zones = importlib.resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8").split()
+    return frozenset(zones) - NOT_A_TIME_ZONE
 
 
 class ScheduledScaling(StrictModel):
@@ -127,13 +136,18 @@ class ScheduledScaling(StrictModel):
             raise ValueError(problem)
         return schedule
 
+    @field_validator("time_zone")
+    @classmethod
+    def _time_zone(cls, time_zone: str | None) -> str | None:
+        # Application Auto Scaling PutScheduledAction, Timezone: "the canonical names of the IANA time zones".
+        if time_zone is not None and time_zone not in iana_time_zones():
+            close = difflib.get_close_matches(time_zone, sorted(iana_time_zones()), n=2)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+            raise ValueError(f"time_zone {time_zone[:64]!r} is not an IANA time zone name{hint}")
+        return time_zone
+
     @model_validator(mode="after")
     def _bounds(self) -> ScheduledScaling:
-        # Application Auto Scaling PutScheduledAction, Timezone: "the canonical names of the IANA time zones".
-        if self.time_zone is not None and self.time_zone not in iana_time_zones():
-            close = difflib.get_close_matches(self.time_zone, sorted(iana_time_zones()), n=2)
-            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
-            raise ValueError(f"time_zone {self.time_zone[:64]!r} is not an IANA time zone name{hint}")
         if self.min_capacity is None and self.max_capacity is None:
             raise ValueError("a scheduled action needs min_capacity and/or max_capacity")
         if self.min_capacity and self.max_capacity and self.min_capacity > self.max_capacity:
@@ -753,8 +767,7 @@ class EndpointSettings(StrictModel):
                 f"deployment.strategy 'rolling' is not supported on an endpoint with several variants "
                 f"({', '.join(names)}); use strategy 'blue_green' or remove extra_variants"
             )
-        if self.extra_variants and all(v.initial_weight == 0 for v in self.extra_variants) and not self.initial_weight:
-            raise ValueError("every variant has initial_weight 0; at least one must receive traffic")
+        # Every variant at initial_weight 0: config/app.py _traffic_problems (names the field).
         problems = [_variant_instance_problem(self, variant) for variant in self.extra_variants]
         problems = [p for p in problems if p]
         if problems:
@@ -781,6 +794,14 @@ def component_requirements(
         min_memory_mb=component.min_memory_mb,
         max_memory_mb=component.max_memory_mb,
     )
+
+
+def _most_copies(settings: InferenceComponentsSettings, model: str, copy_count: int) -> int:
+    """The most copies of `model`'s component: copy scaling's maximum as the endpoint stack sets it
+    (`max_copies`, else copy_count x max_instances), or copy_count when copies do not scale."""
+    if not settings.copy_scaling:
+        return copy_count
+    return settings.components.get(model, ComponentSettings()).max_copies or copy_count * settings.max_instances
 
 
 def _component_problems(endpoint: EndpointSettings) -> list[str]:
@@ -840,18 +861,17 @@ def _component_problems(endpoint: EndpointSettings) -> list[str]:
     if placement and not any("inference_components.components." in p for p in problems):
         problems.append(f"inference_components.max_instances: {placement}")
     elif copies and not any("inference_components" in p for p in problems):
-        # A rolling update starts a new copy before it stops an old one (InferenceComponentRollingUpdatePolicy):
-        # at the most copies, one more copy of the largest component must still fit.
-        at_most = {
-            m: (settings.components.get(m, ComponentSettings()).max_copies or n, r) for m, (n, r) in copies.items()
-        }
-        largest = max(copies, key=lambda m: (copies[m][1].accelerators or 0, copies[m][1].cpu_cores))
-        at_most["one more during an update"] = (1, copies[largest][1])
-        headroom = component_sizing.placement_problem(
-            instance, settings.max_instances, at_most, "the most copies plus one more during a rolling update"
-        )
+        # Every component at its most copies plus one rolling batch must fit (components update one after
+        # another): the same rule and the same maxima as the endpoint stack (stacks/endpoint_stack.py
+        # _check_update_headroom): copy scaling's maximum, max_copies or copy_count x max_instances, and
+        # copy_count where copies do not scale.
+        at_most = {m: (_most_copies(settings, m, n), r) for m, (n, r) in copies.items()}
+        headroom = component_sizing.update_headroom_problem(instance, settings.max_instances, at_most)
         if headroom:
-            problems.append(f"inference_components.max_instances: {headroom}; raise max_instances or lower max_copies")
+            problems.append(
+                f"inference_components.max_instances: {headroom}; raise max_instances, or set or lower "
+                "components.<model>.max_copies"
+            )
     if "rolling_batch_percent" in endpoint.deployment.model_fields_set:
         problems.append(
             "deployment.rolling_batch_percent: inference components roll one copy at a time (a percentage of a "

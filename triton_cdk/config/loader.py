@@ -17,6 +17,7 @@ from model_build.app_config import MAX_PROBLEMS, format_validation_error
 from model_build.config_yaml import ConfigDocument, ConfigFileError, clip, read_config_document
 from model_build.preflight import ensemble_preflight_problems, preflight_problems
 from triton_cdk.config.app import STAGE_PATTERN, AppConfig, cross_field_problems
+from triton_cdk.config.build_concurrency import concurrency_problems
 from triton_cdk.config.source_paths import source_path_problems
 from triton_cdk.errors import TritonCdkError
 
@@ -49,12 +50,15 @@ def load_config(path: Path, *, source_roots: tuple[Path, ...] = (PROJECT_ROOT,))
         raise ConfigError(format_validation_error(str(shown), error, document=document)) from None
     problems = cross_field_problems(config)
     problems += promotion_chain_problems(config, path.parent)
+    problems += promotion_bucket_problems(config, path.parent)
     problems += _source_problems(config, source_roots)
     if config.stage != path.stem:
         problems.append(("stage", f"is {config.stage!r} but the file is for stage {clip(path.stem)!r}"))
     if not problems:
         # Only a config that is valid on its own can be built: then find what the build would refuse.
         problems = build_preflight_problems(config, source_roots[0])
+    if not problems:
+        problems = concurrency_problems(config)
     if problems:
         raise ConfigError(format_problems(shown, problems, document))
     return config
@@ -141,7 +145,7 @@ def read_document(path: Path) -> ConfigDocument:
 
 
 def text_problems(data: object, loc: tuple = ()) -> list[tuple[tuple, str]]:
-    """(field path, message) for each key or string value holding a NUL or a lone surrogate, anywhere.
+    """(field path, message) for each key or string value holding a NUL, a lone surrogate or `{{`, anywhere.
 
     A YAML escape ("\\0", "\\ud800") puts them in a string. A NUL ends a C string: no file path (os.stat
     raises "embedded null byte"), process environment (execve) or AWS name carries it. A lone surrogate is
@@ -163,6 +167,11 @@ def text_problems(data: object, loc: tuple = ()) -> list[tuple[tuple, str]]:
 
 
 def _bad_text(text: str) -> str | None:
+    if "{{" in text:
+        # CloudFormation resolves `{{resolve:ssm:...}}`, `{{resolve:secretsmanager:...}}` in any string property
+        # of a template (CloudFormation User Guide, "Using dynamic references"): a config string that reaches
+        # a template would be replaced, or break the deploy. No config value needs `{{`.
+        return "holds '{{', which CloudFormation reads as the start of a dynamic reference ({{resolve:...}}); remove it"
     if "\x00" in text:
         return "holds a NUL character (\\x00), which no file path, container variable or AWS name can carry"
     surrogate = next((c for c in text if "\ud800" <= c <= "\udfff"), None)
@@ -230,6 +239,28 @@ def _promote_from_of(path: Path) -> str | None:
     except (ConfigFileError, OSError):
         return None
     return value if isinstance(value, str) and STAGE_NAME.fullmatch(value) else None
+
+
+def promotion_bucket_problems(config: AppConfig, config_dir: Path) -> list[tuple[str, str]]:
+    """A promoting stage cannot name its source stage's artifact bucket: S3 bucket names are unique within a
+    partition (S3 User Guide, "Bucket naming rules"), so one of the two artifact stacks would fail to create it.
+    The source's file is read for its bucket name only; a broken one is reported when that stage is loaded."""
+    name = config.artifacts.bucket_name
+    if config.promote_from is None or name is None or config.promote_from == config.stage:
+        return []
+    try:
+        artifacts = read_config_document(config_dir / f"{config.promote_from}.yaml").data.get("artifacts")
+    except (ConfigFileError, OSError):
+        return []
+    if isinstance(artifacts, dict) and artifacts.get("bucket_name") == name:
+        return [
+            (
+                "artifacts.bucket_name",
+                f"{name!r} is also the bucket_name of stage {config.promote_from!r} (promote_from), whose "
+                f"artifacts this stage copies; S3 bucket names are unique per partition: give each stage its own",
+            )
+        ]
+    return []
 
 
 def _read(path: Path) -> ConfigDocument:

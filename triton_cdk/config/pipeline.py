@@ -212,6 +212,7 @@ def pipeline_problems(pipeline: PipelineConfig, stages: dict[str, AppConfig]) ->
                 )
             else:
                 problems.extend(_reader_problems(path, pipeline, config, stages[config.promote_from]))
+    problems.extend(_bucket_name_problems(order, stages))
     for index, stage in enumerate(pipeline.stages):
         if stage.approval:
             problems.extend(_guarded_rollout_problems(f"stages[{index}]", stages[stage.name]))
@@ -233,6 +234,29 @@ def pipeline_problems(pipeline: PipelineConfig, stages: dict[str, AppConfig]) ->
             )
         )
     problems.extend(_raw_input_problems(pipeline.smoke.raw_inputs, stages))
+    return problems
+
+
+def _bucket_name_problems(order: list[str], stages: dict[str, AppConfig]) -> list[tuple[str, str]]:
+    """Two stages cannot name the same artifact bucket: S3 bucket names are unique within a partition, across
+    accounts and regions (S3 User Guide, "Bucket naming rules"), so the second stage's artifact stack would fail
+    to create it."""
+    first: dict[str, str] = {}
+    problems: list[tuple[str, str]] = []
+    for index, name in enumerate(order):
+        bucket = stages[name].artifacts.bucket_name
+        if bucket is None:
+            continue
+        if bucket in first:
+            problems.append(
+                (
+                    f"stages[{index}]",
+                    f"config/{name}.yaml artifacts.bucket_name {bucket!r} is also config/{first[bucket]}.yaml "
+                    "artifacts.bucket_name; S3 bucket names are unique per partition, so give each stage its own",
+                )
+            )
+        else:
+            first[bucket] = name
     return problems
 
 
