@@ -281,3 +281,21 @@ def test_without_copy_scaling_the_most_copies_are_copy_count(tmp_path):
 
     config = load_config(edited(tmp_path, edit, "examples/config/components.yaml"))
     assert config.endpoints[0].inference_components.copy_scaling is None
+
+
+# Contradicted, ignored fields
+
+
+@pytest.mark.parametrize(
+    ("deployment", "field"),
+    [
+        ({"strategy": "blue_green", "traffic": "all_at_once", "canary_percent": 10}, "canary_percent"),
+        ({"strategy": "blue_green", "traffic": "canary", "linear_step_percent": 20}, "linear_step_percent"),
+        ({"strategy": "rolling", "canary_percent": 10}, "canary_percent"),
+    ],
+)
+def test_a_step_size_the_traffic_shifting_ignores_is_refused(tmp_path, deployment, field):
+    """stacks/endpoint_stack.py: canary_percent reaches only canary routing, linear_step_percent only linear
+    routing (SageMaker BlueGreenUpdatePolicy TrafficRoutingConfiguration: CanarySize / LinearStepSize)."""
+    message = refusal(edited(tmp_path, lambda d: d["endpoints"][1].update(deployment=deployment)))
+    assert f"endpoints[1].deployment: {field} is for strategy 'blue_green' with traffic" in message

@@ -375,6 +375,15 @@ class DeploymentSettings(StrictModel):
             )
         if len(set(self.rollback_alarms)) != len(self.rollback_alarms):
             raise ValueError("rollback_alarms lists an alarm twice")
+        # A step size the chosen traffic shifting never reads (stacks/endpoint_stack.py passes canary_percent to
+        # canary routing and linear_step_percent to linear routing only) is a contradiction, not a default.
+        for field, traffic in (("canary_percent", "canary"), ("linear_step_percent", "linear")):
+            if field in self.model_fields_set and (self.strategy != "blue_green" or self.traffic != traffic):
+                raise ValueError(
+                    f"{field} is for strategy 'blue_green' with traffic '{traffic}' only (here strategy "
+                    f"'{self.strategy}', traffic '{self.traffic}'), where it is ignored; remove it or set traffic "
+                    f"'{traffic}'"
+                )
         return self
 
 
