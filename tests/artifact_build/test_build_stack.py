@@ -207,7 +207,6 @@ def wait_ids(key: str, prefix: str | None = None, timeout_minutes: int = 60) -> 
         projects=[codebuild.Project.from_project_name(stack, "P", "p")],
         build_wait=cdk.Duration.minutes(timeout_minutes),
         log_retention=cdk.aws_logs.RetentionDays.ONE_DAY,
-        handler_dir=PROJECT_ROOT / "lambda" / "ensure_artifact",
     )
     ensure.add_artifact(
         ArtifactResourceProps("m", "m", key, uncompressed_prefix=prefix, project_name="p", build_environment={})
@@ -553,7 +552,7 @@ def test_handlers_are_the_unbundled_handler_folder(dev_build):
         assert props["Runtime"] == "python3.14"
         assert props["LoggingConfig"]["LogGroup"]["Ref"].startswith("EnsureArtifacts")  # own group, with retention
     assert functions["index.on_event"]["Timeout"] == 14 * 60
-    handler_dir = PROJECT_ROOT / "lambda" / "ensure_artifact"
+    handler_dir = PROJECT_ROOT / "triton_cdk" / "artifact_build" / "handlers" / "ensure_artifact"
     assert sorted(p.name for p in handler_dir.iterdir() if p.name != "__pycache__") == ["index.py"]
     imports = re.findall(r"^(?:import|from) (\w+)", (handler_dir / "index.py").read_text(), re.MULTILINE)
     assert set(imports) <= {
@@ -580,17 +579,23 @@ def test_a_project_limit_below_the_builds_one_deployment_starts_is_refused(tmp_p
     """ "Builds in AWS CodeBuild": with a project concurrent build limit, builds over it return an error."""
     from build_helpers import mixed_document
 
-    from triton_cdk.config import load_config
+    from triton_cdk.config import ConfigError, load_config
+    from triton_cdk.errors import TritonCdkError
 
     document = mixed_document()
     document["build"]["concurrency"] = 2
     folder = write_configs(tmp_path, document)
-    with pytest.raises(ValueError) as raised:
-        stage_stacks(
-            new_app(),
-            load_config(folder / "mixed.yaml", source_roots=(PROJECT_ROOT, PROJECT_ROOT.parent / "shared")),
-            folder,
-        )
+    roots = (PROJECT_ROOT, PROJECT_ROOT.parent / "shared")
+    # The loader refuses it first, naming file, field and line (triton_cdk/config/build_concurrency.py) ...
+    with pytest.raises(ConfigError, match=r"mixed\.yaml: build\.concurrency: 2 is below the 3 artifacts the A10G"):
+        load_config(folder / "mixed.yaml", source_roots=roots)
+    # ... and the stack, counting its own requests, agrees for a config built in code (a clean TritonCdkError).
+    document["build"].pop("concurrency")
+    folder = write_configs(tmp_path / "code", document)
+    config = load_config(folder / "mixed.yaml", source_roots=roots)
+    config = config.model_copy(update={"build": config.build.model_copy(update={"concurrency": 2})})
+    with pytest.raises(TritonCdkError) as raised:
+        stage_stacks(new_app(), config, folder)
     assert str(raised.value).startswith(
-        "config/mixed.yaml: build.concurrency: 2 is below the 3 artifacts the A10G build project may build at once"
+        "stage 'mixed': build.concurrency: 2 is below the 3 artifacts the A10G build project may build at once"
     )
