@@ -10,13 +10,13 @@ from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_iam as iam
 from aws_cdk import pipelines
 
+from endpoint_client.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
 from stacks.pipeline_stage import TritonStage, smoke_role_name
 from stacks.stage_plan import StagePlan, plan_stage
 from triton_cdk.config import AppConfig
 from triton_cdk.config.endpoint import component_name
 from triton_cdk.config.loader import PROJECT_ROOT
 from triton_cdk.config.pipeline import PipelineConfig
-from triton_cdk.pipeline.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
 
 # Ubuntu standard:7.0 carries Node 20 (the CDK CLI) and Python 3.12 (runs the project's 3.11 code).
 BUILD_IMAGE = codebuild.LinuxBuildImage.STANDARD_7_0
@@ -100,7 +100,7 @@ def smoke_step(
         input=source,
         install_commands=install,
         commands=[
-            'python -m triton_cdk.pipeline.smoke --plan-json "$SMOKE_PLAN" --bucket "$ARTIFACT_BUCKET" '
+            'python -m endpoint_client.smoke --plan-json "$SMOKE_PLAN" --bucket "$ARTIFACT_BUCKET" '
             f'--role-arn "$SMOKE_ROLE_ARN" --region "$SMOKE_REGION" --report-dir {REPORT_DIR}',
             f'export {SUMMARY_VARIABLE}="$(cat {REPORT_DIR}/summary.txt)"',
         ],

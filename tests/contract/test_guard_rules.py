@@ -153,7 +153,6 @@ def test_a_resource_type_added_after_the_checks_is_checked(tmp_path: Path) -> No
     assert "sqs_queue_encrypted_check" in {v["ruleName"] for v in _guard_report(tmp_path)["violations"]}
 
 
-
 def test_the_wrapper_reports_under_the_plugins_name_and_rules() -> None:
     """Acknowledgements are `cdk-validator-cfnguard::<rule>`: the wrapper keeps the plugin's name and rule ids."""
     plain, strict = CfnGuardValidator(), StrictGuardValidator()

@@ -10,7 +10,7 @@ from pathlib import Path
 from pipeline_helpers import DEV_BUCKET, PIPELINE_ACCOUNT, PROD_ACCOUNT
 from synth_helpers import PROJECT_ROOT, Synthesized
 
-from triton_cdk.pipeline.smoke_plan import SmokePlan
+from endpoint_client.smoke_plan import SmokePlan
 
 
 def _actions(stage: dict) -> list[dict]:

@@ -12,13 +12,10 @@ from google.protobuf import text_format
 from synth_helpers import PROJECT_ROOT
 from tritonclient.grpc import model_config_pb2 as mc
 
-from endpoint_client import EndpointClient, RetryPolicy
+from endpoint_client import EndpointClient, RetryPolicy, smoke
 from endpoint_client.codec import EncodedRequest
 from endpoint_client.errors import EndpointError, ModelNotReadyError
-from endpoint_client.transport import Reply
-from model_build.package import write_model_archive
-from triton_cdk.pipeline import smoke
-from triton_cdk.pipeline.smoke import (
+from endpoint_client.smoke import (
     SmokeError,
     check_model,
     expected_output_shapes,
@@ -29,7 +26,9 @@ from triton_cdk.pipeline.smoke import (
     sample_inputs,
     write_report,
 )
-from triton_cdk.pipeline.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
+from endpoint_client.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
+from endpoint_client.transport import Reply
+from model_build.package import write_model_archive
 
 EXAMPLE_MODEL = PROJECT_ROOT / "examples" / "models" / "add_sub"
 

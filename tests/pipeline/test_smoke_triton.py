@@ -16,8 +16,8 @@ from fakes import FakeSageMakerRuntime
 
 from endpoint_client import RetryPolicy
 from endpoint_client.local_endpoint import LocalEndpoint
-from triton_cdk.pipeline.smoke import client_factory, read_model_config, run_plan
-from triton_cdk.pipeline.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
+from endpoint_client.smoke import client_factory, read_model_config, run_plan
+from endpoint_client.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
 
 pytestmark = pytest.mark.triton
 

@@ -1,5 +1,6 @@
-"""The promotion pipeline: its stages, the build-once check, the smoke tests and the approval.
+"""The promotion pipeline's building blocks: the source, the scoping of its roles, its logs and cdk-nag findings.
 
-Kept free of imports: the smoke test (triton_cdk.pipeline.smoke) runs in CodeBuild with only the
-invocation client's packages installed.
+The smoke program each stage's post-deploy step runs is a client of the stage's endpoints and lives with the
+client (endpoint_client.smoke, endpoint_client.smoke_plan): it runs in CodeBuild with only the invocation
+client's packages installed.
 """

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-from triton_cdk.errors import InvalidPropsError
-
 
 @dataclass(frozen=True)
 class ModelCheck:
@@ -57,4 +55,4 @@ class SmokePlan:
             ]
             return cls(**{**document, "endpoints": endpoints})
         except (ValueError, KeyError, TypeError) as error:
-            raise InvalidPropsError(f"not a smoke plan ({error}); the pipeline writes it into SMOKE_PLAN") from error
+            raise ValueError(f"not a smoke plan ({error}); the pipeline writes it into SMOKE_PLAN") from error

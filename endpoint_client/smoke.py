@@ -8,7 +8,7 @@ ModelNotReadyException), then check the output names and shapes against the conf
 `timed_calls` further calls against the latency bound. One line per model is printed, a JSON report
 and a one-line summary (the approval's comment) are written, and any failure exits 1.
 
-    python -m triton_cdk.pipeline.smoke --plan-json "$SMOKE_PLAN" --bucket "$ARTIFACT_BUCKET" \
+    python -m endpoint_client.smoke --plan-json "$SMOKE_PLAN" --bucket "$ARTIFACT_BUCKET" \
         --role-arn "$SMOKE_ROLE_ARN" --region "$SMOKE_REGION" --report-dir smoke-report
 """
 
@@ -32,10 +32,10 @@ from tritonclient.utils import triton_to_np_dtype
 
 from endpoint_client import EndpointClient, RetryPolicy, smoke_test
 from endpoint_client.limits import MAX_PAYLOAD_BYTES
+from endpoint_client.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
 from endpoint_client.transport import SageMakerTransport
 from model_build.atomic import write_atomically
 from model_build.errors import ToolError
-from triton_cdk.pipeline.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
 
 SUMMARY_LIMIT = 400  # CodePipeline approval comments (CustomData) hold 500 characters
 SAMPLE_SEED = 0
@@ -349,7 +349,7 @@ def s3_config_reader(s3_client, bucket: str) -> ConfigReader:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m triton_cdk.pipeline.smoke", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m endpoint_client.smoke", description=__doc__.split("\n")[0])
     parser.add_argument("--plan-json", required=True, help="the SmokePlan JSON (the step's SMOKE_PLAN)")
     parser.add_argument("--bucket", required=True, help="the stage's artifact bucket (holds each config.pbtxt)")
     parser.add_argument("--role-arn", help="role in the stage's account that may invoke its endpoints")
