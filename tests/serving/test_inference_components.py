@@ -425,7 +425,12 @@ def test_config_refuses_accelerators_on_a_cpu_instance(tmp_path):
             },
             "'gpu_memory' needs GPUs on every component",
         ),
-        ({"name": "a" * 45}, "endpoints[0].models: ['resnet50', 'yolov5s']: component names"),
+        (
+            {"name": "a" * 45},
+            "endpoints[0].models: component name 'components-"
+            + "a" * 45
+            + "-resnet50' of model 'resnet50' has 65 characters; SageMaker allows 63",
+        ),
     ],
 )
 def test_config_refusals(tmp_path, changes, expected):
