@@ -18,8 +18,8 @@ import aws_cdk as cdk
 from stacks.app_factory import create_app
 from stacks.deploy_preflight import stage_files, warn_placeholders
 from stacks.promotion import PromotionError
-from triton_cdk.config import ConfigError, load_stage
-from triton_cdk.config.loader import CONFIG_DIR
+from stage_config import ConfigError, load_stage
+from stage_config.loader import CONFIG_DIR
 from triton_cdk.errors import TritonCdkError
 
 CDK_JSON = Path(__file__).resolve().with_name("cdk.json")
@@ -44,7 +44,7 @@ def main() -> None:
         if str(context.try_get_context("pipeline") or "false").lower() == "true":
             # Imported only here: a stage's synth (the common case) never loads the pipeline's modules.
             from stacks.app_factory import create_pipeline_app
-            from triton_cdk.config.pipeline import load_pipeline
+            from stage_config.pipeline import load_pipeline
 
             app, _ = create_pipeline_app(*load_pipeline(config_dir / "pipeline.yaml", config_dir), context=defaults)
             # Its stages' files are warned about by their own synth (`make synth` runs both: each warning once).

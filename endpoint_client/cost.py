@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _load_config(path: Path) -> Any:
-    from triton_cdk.config import ConfigError, load_config
+    from stage_config import ConfigError, load_config
 
     if not path.is_file():
         raise InvalidInputError(f"--config {path}: no such file (use config/<stage>.yaml)")

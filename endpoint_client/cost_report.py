@@ -21,8 +21,8 @@ from endpoint_client.prices import Price, PriceSource
 from endpoint_client.schedule_week import Action, NotWeekly, weekly_capacity
 from model_build.catalogue import INSTANCE_TYPES, InstanceType
 from model_build.matching import BuildMatchError, match_build
-from triton_cdk.config.app import AppConfig
-from triton_cdk.config.endpoint import ComponentSettings, EndpointSettings, component_name
+from stage_config.app import AppConfig
+from stage_config.endpoint import ComponentSettings, EndpointSettings, component_name
 
 SCHEMA_VERSION = 1
 DEFAULT_HOURS_PER_MONTH = 730.0  # AWS Pricing Calculator: 730 hours in a month

@@ -38,7 +38,7 @@ SCHEMA_VERSION = 1
 # endpoint-scaling-loadtest.html): SageMakerVariantInvocationsPerInstance = (MAX_RPS * SAFETY_FACTOR) * 60, and
 # "SageMaker AI recommends that you start testing with a SAFETY_FACTOR of 0.5".
 DEFAULT_SAFETY_FACTOR = 0.5
-# The stage config's target field (triton_cdk/config/endpoint.py): AutoscalingSettings.invocations_per_instance
+# The stage config's target field (stage_config/endpoint.py): AutoscalingSettings.invocations_per_instance
 # and CopyScalingSettings.invocations_per_copy, both PositiveInt <= 1_000_000.
 MAX_SCALING_TARGET = 1_000_000
 

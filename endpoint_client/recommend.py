@@ -311,7 +311,7 @@ def _endpoint(args: argparse.Namespace, config: Any, model: str) -> Any:
 
 
 def _bucket(args: argparse.Namespace, config: Any) -> str:
-    from triton_cdk.config.app import bucket_name_problems
+    from stage_config.app import bucket_name_problems
 
     configured = config.artifacts.bucket_name
     if args.bucket is not None:
@@ -333,7 +333,7 @@ def _bucket(args: argparse.Namespace, config: Any) -> str:
 
 
 def _payload_inputs(args: argparse.Namespace, model: Any) -> dict[str, Any]:
-    from triton_cdk.config.loader import PROJECT_ROOT
+    from stage_config.loader import PROJECT_ROOT
 
     given = any((args.input, args.tensor, args.inputs_json, args.raw))
     if given and args.model_config:
@@ -364,7 +364,7 @@ def deployments(args: argparse.Namespace, config: Any) -> tuple[list[Deployment]
     from stacks.artifact_plan import model_artifact
     from stacks.container_environment import container_environment
     from stacks.stage_plan import plan_stage
-    from triton_cdk.config.loader import PROJECT_ROOT
+    from stage_config.loader import PROJECT_ROOT
     from triton_cdk.errors import TritonCdkError
     from triton_cdk.images import triton_image
 

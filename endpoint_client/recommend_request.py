@@ -39,7 +39,7 @@ PAYLOAD_ARCHIVE = "payload.tar.gz"  # RecommendationJobPayloadConfig.SamplePaylo
 DEFAULT_MODEL_NAME = "SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"  # triton_cdk.serving.environment.DEFAULT_MODEL_NAME
 # Container variables a job may vary per test (EnvironmentParameterRanges): the SageMaker front end's thread
 # counts, read by Triton's docker/sagemaker/serve (../shared/README.md, "Container environment"). Their range is
-# ContainerSettings' (1-1024, triton_cdk/config/container.py).
+# ContainerSettings' (1-1024, stage_config/container.py).
 TUNABLE_VARIABLES = {
     "SAGEMAKER_TRITON_THREAD_COUNT": "container.thread_count",
     "SAGEMAKER_TRITON_BUFFER_MANAGER_THREAD_COUNT": "container.buffer_manager_thread_count",

@@ -3,7 +3,7 @@
 Application Auto Scaling scheduled actions (PutScheduledAction) set a new MinCapacity and/or MaxCapacity when
 they fire; the bound holds until another action changes it. Cron expressions follow EventBridge's syntax
 (six fields: Minutes Hours Day-of-month Month Day-of-week Year; Day-of-week 1-7 = SUN-SAT) in the action's
-time zone (UTC by default) -- see triton_cdk/config/schedule.py for the sources.
+time zone (UTC by default) -- see stage_config/schedule.py for the sources.
 
 Only schedules that repeat every week are averaged: cron() with Month and Year `*`, Day-of-month `*` or `?`,
 and Minutes, Hours and Day-of-week made of values, ranges, lists and steps. at() fires once, rate() counts from
@@ -28,7 +28,7 @@ import zoneinfo
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from triton_cdk.config.schedule import DAYS
+from stage_config.schedule import DAYS
 
 WEEK_START = datetime.datetime(2025, 1, 6, tzinfo=datetime.UTC)  # a Monday
 MINUTES_PER_WEEK = 7 * 24 * 60

@@ -1,6 +1,6 @@
 """Read one model's settings from the app's `config/<stage>.yaml` without the CDK.
 
-The CDK app validates the whole file (triton_cdk.config); the build image only needs the
+The CDK app validates the whole file (stage_config); the build image only needs the
 `models:` entry and the Triton release, so this reads just those, with the same schema.
 """
 

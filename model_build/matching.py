@@ -22,7 +22,7 @@ from model_build.errors import ModelBuildError
 
 
 class ReservedFleet(Protocol):
-    """A CodeBuild reserved-capacity fleet (triton_cdk.config.build.ReservedFleet in the app config)."""
+    """A CodeBuild reserved-capacity fleet (stage_config.build.ReservedFleet in the app config)."""
 
     arn: str
     gpu: str  # GPU model of its hosts, as in the instance catalogue: T4, A10G, ...

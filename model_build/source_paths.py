@@ -6,7 +6,7 @@ home folder for minutes, and a missing path ended in a FileNotFoundError traceba
 relative to the project root (README, "Configuration"); after following every symlink they must
 still lie inside it, and a folder may hold only a bounded number of entries, none linking outside.
 
-One rule for both readers of a config: the CDK app's config loader (triton_cdk.config.source_paths)
+One rule for both readers of a config: the CDK app's config loader (stage_config.source_paths)
 and `python -m model_build key`, which hashes the same sources in the build.
 """
 
@@ -41,7 +41,7 @@ def model_source_problems(model: ModelSettings, root: Path) -> list[tuple[str, s
     """(field within the model, message) for one model's local source and calibration cache."""
     root = root.resolve()
     problems: list[tuple[str, str]] = []
-    if model.source is None:  # an ensemble: its steps name other models (triton_cdk.config.app)
+    if model.source is None:  # an ensemble: its steps name other models (stage_config.app)
         return problems
     if model.source.path is not None:
         want = "folder" if model.platform == "python" else "file"

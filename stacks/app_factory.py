@@ -8,13 +8,13 @@ import aws_cdk as cdk
 
 from stacks.api_constraint_hints import config_field_hint
 from stacks.stage import StageStacks, add_stage_stacks
+from stage_config import AppConfig
 from triton_cdk.api_constraints import ApiConstraintsCheck
-from triton_cdk.config import AppConfig
 from triton_cdk.nag import enable_checks
 
 if TYPE_CHECKING:
     from stacks.pipeline_stack import PipelineStack
-    from triton_cdk.config.pipeline import PipelineConfig
+    from stage_config.pipeline import PipelineConfig
 
 
 def create_pipeline_app(

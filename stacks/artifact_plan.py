@@ -18,9 +18,9 @@ from model_build.key import (
 )
 from model_build.matching import match_build
 from model_build.settings import ModelSettings
+from stage_config import AppConfig
+from stage_config.endpoint import EndpointSettings
 from triton_cdk.artifact_keys import EndpointArtifacts, ModelArtifact
-from triton_cdk.config import AppConfig
-from triton_cdk.config.endpoint import EndpointSettings
 
 
 @dataclass(frozen=True, kw_only=True)

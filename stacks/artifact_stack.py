@@ -21,9 +21,9 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from stage_config import AppConfig
 from triton_cdk.artifact_build.gpu_regions import gpu_build_region_rule_description
 from triton_cdk.artifacts import ArtifactStore
-from triton_cdk.config import AppConfig
 from triton_cdk.errors import InvalidPropsError
 from triton_cdk.images import TritonImageLookup
 from triton_cdk.roles import ModelBuildRole, SageMakerExecutionRole

@@ -22,6 +22,8 @@ from model_build.key import int8_calibration_cache
 from model_build.onnx_external import external_data
 from model_build.settings import ModelSource
 from stacks.artifact_stack import ArtifactImports, ArtifactStack, add_gpu_region_rule
+from stage_config import AppConfig
+from stage_config.loader import PROJECT_ROOT
 from triton_cdk.artifact_build.build_project import ModelBuildProject, retention
 from triton_cdk.artifact_build.ensure_artifact import ArtifactResourceProps, EnsureArtifacts, PromotionSource
 from triton_cdk.artifact_build.requests import (
@@ -31,8 +33,6 @@ from triton_cdk.artifact_build.requests import (
     build_environment,
 )
 from triton_cdk.artifact_keys import EndpointArtifacts
-from triton_cdk.config import AppConfig
-from triton_cdk.config.loader import PROJECT_ROOT
 from triton_cdk.errors import TritonCdkError
 from triton_cdk.images import TritonImageLookup
 from triton_cdk.notifications import NotificationTopic
@@ -167,7 +167,7 @@ class BuildStack(cdk.Stack):
         ("Builds in AWS CodeBuild"), and every ensure-artifact resource of a project may start its
         build at the same moment.
 
-        The config loader refuses this first, naming the file and line (triton_cdk/config/build_concurrency.py,
+        The config loader refuses this first, naming the file and line (stage_config/build_concurrency.py,
         the same count); this stays for a config built in code, as a TritonCdkError app.py prints cleanly.
         """
         limit = self.config.build.concurrency

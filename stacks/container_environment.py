@@ -2,13 +2,13 @@
 
 Every variable is read by Triton's `docker/sagemaker/serve` (../shared/README.md): unset ones
 keep Triton's defaults there (16 MiB / 1 MiB Python-backend shared memory, verbose logging).
-The schema (triton_cdk/config/container.py) refuses an `extra_environment` that sets a variable the
+The schema (stage_config/container.py) refuses an `extra_environment` that sets a variable the
 typed fields own, with the config file and field, so the check here only guards other callers.
 """
 
 from __future__ import annotations
 
-from triton_cdk.config.container import OWNED_VARIABLES, ContainerSettings, typed_environment
+from stage_config.container import OWNED_VARIABLES, ContainerSettings, typed_environment
 
 
 def container_environment(settings: ContainerSettings) -> dict[str, str]:

@@ -16,15 +16,15 @@ from model_build.catalogue import InstanceType, instance_type
 from stacks.artifact_plan import PlannedEndpoint
 from stacks.artifact_stack import ArtifactImports, ArtifactStack
 from stacks.container_environment import container_environment
-from triton_cdk.artifact_keys import ModelArtifact
-from triton_cdk.config import AppConfig, ConfigError
-from triton_cdk.config.endpoint import (
+from stage_config import AppConfig, ConfigError
+from stage_config.endpoint import (
     ComponentSettings,
     EndpointSettings,
     InferenceComponentsSettings,
     component_name,
     component_requirements,
 )
+from triton_cdk.artifact_keys import ModelArtifact
 from triton_cdk.images import TritonImageLookup
 from triton_cdk.nag import acknowledge
 from triton_cdk.notifications import NotificationTopic

@@ -19,9 +19,9 @@ from stacks.pipeline_stage import TritonStage
 from stacks.pipeline_steps import approval_step, smoke_step, synth_step
 from stacks.promotion import check_promotion
 from stacks.stage_plan import plan_stage
-from triton_cdk.config import AppConfig
-from triton_cdk.config.loader import PROJECT_ROOT
-from triton_cdk.config.pipeline import PipelineConfig, PipelineStageSettings
+from stage_config import AppConfig
+from stage_config.loader import PROJECT_ROOT
+from stage_config.pipeline import PipelineConfig, PipelineStageSettings
 from triton_cdk.guard import restrict_grants_to_aws_services
 from triton_cdk.pipeline.logs import PipelineLogs
 from triton_cdk.pipeline.nag import acknowledge_pipeline_findings

@@ -14,9 +14,9 @@ from constructs import Construct
 from stacks.artifact_stack import ArtifactStack
 from stacks.stage import StageStacks, add_stage_stacks, stack_prefix
 from stacks.stage_plan import StagePlan
+from stage_config import AppConfig
+from stage_config.endpoint import component_name
 from triton_cdk.artifacts import ArtifactStore
-from triton_cdk.config import AppConfig
-from triton_cdk.config.endpoint import component_name
 from triton_cdk.nag import add_checks_to_stage
 from triton_cdk.serving import TritonEndpoint, TritonInferenceComponent
 

@@ -13,10 +13,10 @@ from aws_cdk import pipelines
 from endpoint_client.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
 from stacks.pipeline_stage import TritonStage, smoke_role_name
 from stacks.stage_plan import StagePlan, plan_stage
-from triton_cdk.config import AppConfig
-from triton_cdk.config.endpoint import component_name
-from triton_cdk.config.loader import PROJECT_ROOT
-from triton_cdk.config.pipeline import PipelineConfig
+from stage_config import AppConfig
+from stage_config.endpoint import component_name
+from stage_config.loader import PROJECT_ROOT
+from stage_config.pipeline import PipelineConfig
 
 # Ubuntu standard:7.0 carries Node 20 (the CDK CLI) and Python 3.12 (runs the project's 3.11 code).
 BUILD_IMAGE = codebuild.LinuxBuildImage.STANDARD_7_0

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from stage_config import AppConfig
 from triton_cdk.artifact_keys import EndpointArtifacts, ModelArtifact
-from triton_cdk.config import AppConfig
 from triton_cdk.errors import TritonCdkError
 
 

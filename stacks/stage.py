@@ -12,9 +12,9 @@ from stacks.build_stack import BuildStack
 from stacks.endpoint_stack import EndpointStack
 from stacks.promotion import check_promotion, promotion_source_bucket
 from stacks.stage_plan import StagePlan, plan_stage
+from stage_config import AppConfig
+from stage_config.loader import PROJECT_ROOT
 from triton_cdk.artifact_build.gpu_regions import gpu_build_regions
-from triton_cdk.config import AppConfig
-from triton_cdk.config.loader import PROJECT_ROOT
 
 
 @dataclass

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from stacks.artifact_plan import PlannedEndpoint, endpoint_artifacts
 from stacks.promotion import collect_stage_artifacts
+from stage_config import AppConfig
 from triton_cdk.artifact_keys import ModelArtifact
-from triton_cdk.config import AppConfig
 
 
 @dataclass(frozen=True)

@@ -192,7 +192,7 @@ def synthesize_config(config: Any, outdir: Path | str | None = None, *, promotio
 @functools.cache
 def synth_stage(stage: str, config_dir: Path = CONFIG_DIR) -> Synthesized:
     """`cdk synth -c stage=<stage> [-c config_dir=<config_dir>]`: once per session per (stage, folder)."""
-    from triton_cdk.config import load_stage
+    from stage_config import load_stage
 
     config = load_stage(stage, config_dir)
     source = load_stage(config.promote_from, config_dir) if config.promote_from else None
@@ -203,7 +203,7 @@ def synth_stage(stage: str, config_dir: Path = CONFIG_DIR) -> Synthesized:
 def synth_pipeline(config_dir: Path = CONFIG_DIR) -> Synthesized:
     """`cdk synth -c pipeline=true [-c config_dir=...]`: the pipeline stack, its stages as nested assemblies."""
     from stacks.app_factory import create_pipeline_app
-    from triton_cdk.config.pipeline import load_pipeline
+    from stage_config.pipeline import load_pipeline
 
     outdir = tempfile.mkdtemp(prefix="cdk-pipeline-")
     pipeline_config, stage_configs = load_pipeline(config_dir / "pipeline.yaml", config_dir)

@@ -112,7 +112,7 @@ def stage_stacks(app, config, config_dir: Path | None = None) -> dict:
     from stacks.artifact_stack import ArtifactStack
     from stacks.build_stack import BuildStack
     from stacks.promotion import promotion_source_bucket
-    from triton_cdk.config import load_stage
+    from stage_config import load_stage
 
     source_bucket = source = None
     if config.promote_from:

@@ -88,7 +88,7 @@ def dev_synth(dev_app: Synthesized) -> Synthesized:
 @pytest.fixture(scope="session")
 def variants_synth(tmp_path_factory) -> Synthesized:
     """mixed, fleet and promote (source + promoting stage) in one app: one synth for all."""
-    from triton_cdk.config import load_config
+    from stage_config import load_config
 
     folder = write_configs(tmp_path_factory.mktemp("configs"), mixed_document(), fleet_document(), *promote_documents())
 

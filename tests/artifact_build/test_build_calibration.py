@@ -26,9 +26,9 @@ from model_build import preflight
 from model_build.key import artifact_digest, calibration_fingerprint
 from model_build.settings import ModelSettings
 from stacks.artifact_plan import endpoint_artifacts
+from stage_config import load_stage
 from triton_cdk.artifact_build.requests import build_config_document
 from triton_cdk.artifact_keys import ModelArtifact
-from triton_cdk.config import load_stage
 
 TEST_CONFIGS = PROJECT_ROOT / "tests" / "configs"
 LOCAL_CACHE = PROJECT_ROOT / "tests" / "configs" / "int8" / "image_cnn.calibration.cache"

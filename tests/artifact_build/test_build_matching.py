@@ -6,7 +6,7 @@ import pytest
 
 from model_build.catalogue import INSTANCE_TYPES, instance_type
 from model_build.matching import BuildMatchError, match_build
-from triton_cdk.config.build import ReservedFleet
+from stage_config.build import ReservedFleet
 
 FLEET_ARN = "arn:aws:codebuild:us-east-1:111111111111:fleet/t4-fleet:abc"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from build_helpers import FLEET_ARN, write_configs
 
-from triton_cdk.config import ConfigError, load_config
+from stage_config import ConfigError, load_config
 
 
 def document(instance_type: str, *, release: str = "24.09", fleet: dict | None = None, **build) -> dict:

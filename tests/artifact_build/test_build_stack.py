@@ -470,7 +470,7 @@ def test_variants_are_nag_clean_and_warning_free(variants_synth):
 
 def test_promotion_from_a_stage_without_a_bucket_name_is_refused(tmp_path):
     from stacks.promotion import PromotionError
-    from triton_cdk.config import load_config
+    from stage_config import load_config
 
     source, target = promote_documents()
     source["artifacts"] = {}
@@ -579,14 +579,14 @@ def test_a_project_limit_below_the_builds_one_deployment_starts_is_refused(tmp_p
     """ "Builds in AWS CodeBuild": with a project concurrent build limit, builds over it return an error."""
     from build_helpers import mixed_document
 
-    from triton_cdk.config import ConfigError, load_config
+    from stage_config import ConfigError, load_config
     from triton_cdk.errors import TritonCdkError
 
     document = mixed_document()
     document["build"]["concurrency"] = 2
     folder = write_configs(tmp_path, document)
     roots = (PROJECT_ROOT, PROJECT_ROOT.parent / "shared")
-    # The loader refuses it first, naming file, field and line (triton_cdk/config/build_concurrency.py) ...
+    # The loader refuses it first, naming file, field and line (stage_config/build_concurrency.py) ...
     with pytest.raises(ConfigError, match=r"mixed\.yaml: build\.concurrency: 2 is below the 3 artifacts the A10G"):
         load_config(folder / "mixed.yaml", source_roots=roots)
     # ... and the stack, counting its own requests, agrees for a config built in code (a clean TritonCdkError).

@@ -22,7 +22,7 @@ from synth_helpers import EXAMPLES_CONFIG_DIR, PROJECT_ROOT, synth_stage
 
 from stacks.artifact_plan import endpoint_artifacts
 from stacks.stage_plan import plan_stage
-from triton_cdk.config import load_stage
+from stage_config import load_stage
 
 TEST_CONFIGS = PROJECT_ROOT / "tests" / "configs"
 COMPOSING = ["image_preprocess", "image_cnn", "image_postprocess"]
@@ -171,7 +171,7 @@ def test_promotion_copies_the_composing_artifacts_too():
 def _refusals(document: dict) -> str:
     from synth_helpers import config_folder
 
-    from triton_cdk.config import ConfigError
+    from stage_config import ConfigError
 
     folder = config_folder(
         f"ensemble-refusal-{len(document['endpoints'][0]['models'])}-{document['endpoints'][0]['mode']}"

@@ -144,8 +144,8 @@ def test_the_model_is_the_stages(capsys, model_config) -> None:
     from stacks.artifact_plan import model_artifact
     from stacks.container_environment import container_environment
     from stacks.stage_plan import plan_stage
-    from triton_cdk.config import load_config
-    from triton_cdk.config.loader import PROJECT_ROOT
+    from stage_config import load_config
+    from stage_config.loader import PROJECT_ROOT
     from triton_cdk.images import triton_image
 
     (job,) = dry_run(capsys, argv(model_config))["jobs"]

@@ -106,8 +106,8 @@ ROW = ResultRow("ir-x", "ml.g5.xlarge", {"SAGEMAKER_TRITON_THREAD_COUNT": "8"}, 
 
 
 def test_single_model_proposal_loads(tmp_path: Path) -> None:
-    """The proposal is checked by the project's config loader (triton_cdk.config.load_config), not by eye."""
-    from triton_cdk.config import load_config
+    """The proposal is checked by the project's config loader (stage_config.load_config), not by eye."""
+    from stage_config import load_config
 
     lines = proposed_lines(ROW, endpoint="triton-bert", safety_factor=0.5, mode="single_model")
     config = load_config(merged(DEV, lines, tmp_path))
@@ -118,7 +118,7 @@ def test_single_model_proposal_loads(tmp_path: Path) -> None:
 def test_inference_component_proposal_uses_copy_scaling(tmp_path: Path) -> None:
     """On `mode: inference_components` the loader refuses `autoscaling` ("use inference_components.copy_scaling"):
     the proposal sets copy_scaling.invocations_per_copy instead, and the loader takes it (review M5)."""
-    from triton_cdk.config import load_config
+    from stage_config import load_config
 
     source = ROOT / "examples" / "config" / "components.yaml"
     row = ResultRow("ir-x", "ml.g5.12xlarge", {}, 7.0, 1e-5, 1000, 20)

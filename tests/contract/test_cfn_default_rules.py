@@ -18,7 +18,7 @@ from aws_cdk import aws_s3 as s3
 from synth_helpers import PROJECT_ROOT, cdk_context
 
 from stacks.app_factory import create_app
-from triton_cdk.config import load_stage
+from stage_config import load_stage
 
 PLUGIN_NAME = "CloudFormation Validate"
 

@@ -1,7 +1,7 @@
 """CloudFormation's per-stack resource limit, over every template of every shipped configuration.
 
 Source: CloudFormation User Guide, "Understand CloudFormation quotas": 500 resources per stack. The
-loader refuses a config whose estimated stacks exceed it (triton_cdk/config/limits.py); these tests
+loader refuses a config whose estimated stacks exceed it (stage_config/limits.py); these tests
 hold the estimate to what synthesis really produces, so it stays an upper bound as stacks grow.
 """
 
@@ -11,12 +11,12 @@ import pytest
 from contract_helpers import ShippedTemplate
 from synth_helpers import PROJECT_ROOT
 
-from triton_cdk.config.limits import MAX_RESOURCES_PER_STACK, build_stack_resources, endpoint_stack_resources
+from stage_config.limits import MAX_RESOURCES_PER_STACK, build_stack_resources, endpoint_stack_resources
 
 
 def _config_of(template: ShippedTemplate):
     """The AppConfig behind a template whose config lives in the project ("config/dev", "tests/configs/x")."""
-    from triton_cdk.config import load_config
+    from stage_config import load_config
 
     label = template.config.split(":")[0]
     path = PROJECT_ROOT / f"{label}.yaml"

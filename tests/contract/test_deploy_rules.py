@@ -338,7 +338,7 @@ def test_copy_scalings_maximum_counts_where_max_copies_is_left_out(tmp_path) -> 
     3 x 2 + 1 x 2 copies of one GPU each, plus 1 new, is 9 GPUs of 2 x 4. The config's own check counts only
     `copy_count` there; the stack refuses naming the config's fields, before anything is synthesized."""
     from stacks.app_factory import create_app
-    from triton_cdk.config import ConfigError, load_config
+    from stage_config import ConfigError, load_config
 
     document = yaml.safe_load((EXAMPLES_CONFIG_DIR / "components.yaml").read_text())
     endpoint = document["endpoints"][0]

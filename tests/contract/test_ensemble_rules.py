@@ -27,7 +27,7 @@ from synth_helpers import PROJECT_ROOT
 
 from model_build.ensemble_config import generate_ensemble
 from model_build.preflight import composing_config_text
-from triton_cdk.config import load_stage
+from stage_config import load_stage
 
 # src/sagemaker_server.h: platform_ensemble_regex_(R"(platform:(\s)*\"ensemble\")"), matched with RE2::PartialMatch.
 SAGEMAKER_ENSEMBLE_REGEX = re.compile(r'platform:(\s)*"ensemble"')

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from triton_cdk.config import ConfigError, load_config
+from stage_config import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from triton_cdk.config import ConfigError, load_config, load_stage
+from stage_config import ConfigError, load_config, load_stage
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 DEV = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())

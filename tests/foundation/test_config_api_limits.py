@@ -1,4 +1,4 @@
-"""Limits the config schema takes from botocore's service models (triton_cdk/config/api_limits.py), not by hand.
+"""Limits the config schema takes from botocore's service models (stage_config/api_limits.py), not by hand.
 
 Each check compares a schema field's bound with what botocore's own session states for the API member the field
 becomes (service, shape named in the test), so a botocore upgrade that changes a limit changes the schema.
@@ -11,14 +11,14 @@ import botocore.session
 import pytest
 from config_edits import refusal, set_path, shipped, write
 
-from triton_cdk.config.build import BuildSettings
-from triton_cdk.config.endpoint import (
+from stage_config.build import BuildSettings
+from stage_config.endpoint import (
     ComponentSettings,
     DataCaptureSettings,
     DeploymentSettings,
     EndpointSettings,
 )
-from triton_cdk.config.pipeline import PipelineConfig
+from stage_config.pipeline import PipelineConfig
 
 SESSION = botocore.session.get_session()
 

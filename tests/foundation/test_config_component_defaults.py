@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from triton_cdk.config.endpoint import EndpointSettings, InferenceComponentsSettings
+from stage_config.endpoint import EndpointSettings, InferenceComponentsSettings
 
 
 def _endpoint(**overrides) -> dict:

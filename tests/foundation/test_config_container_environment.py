@@ -12,8 +12,8 @@ import pytest
 from config_edits import refusal, set_path, shipped, write
 
 from stacks.container_environment import container_environment
-from triton_cdk.config import api_limits
-from triton_cdk.config.container import OWNED_VARIABLES, ContainerSettings, typed_environment
+from stage_config import api_limits
+from stage_config.container import OWNED_VARIABLES, ContainerSettings, typed_environment
 
 SAGEMAKER = botocore.session.get_session().get_service_model("sagemaker")
 AUTOSCALING = botocore.session.get_session().get_service_model("application-autoscaling")

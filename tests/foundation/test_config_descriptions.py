@@ -9,8 +9,8 @@ import typing
 import pytest
 from pydantic import BaseModel
 
-from triton_cdk.config import AppConfig
-from triton_cdk.config.pipeline import PipelineConfig
+from stage_config import AppConfig
+from stage_config.pipeline import PipelineConfig
 
 
 def nested_models(annotation) -> list[type[BaseModel]]:

@@ -1,4 +1,4 @@
-"""Ensembles and Python environments in the stage config: cross-model rules (triton_cdk/config/app.py) and the
+"""Ensembles and Python environments in the stage config: cross-model rules (stage_config/app.py) and the
 synth-time preflight of an ensemble (model_build/preflight.py), every problem at once with its field path."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from triton_cdk.config.loader import ConfigError, load_config
+from stage_config.loader import ConfigError, load_config
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(PROJECT_ROOT / "tests" / "model_build"))

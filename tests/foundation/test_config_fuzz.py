@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from triton_cdk.config import ConfigError, load_config
-from triton_cdk.config.pipeline import load_pipeline
+from stage_config import ConfigError, load_config
+from stage_config.pipeline import load_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 20261124

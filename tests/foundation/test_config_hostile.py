@@ -18,15 +18,15 @@ import yaml
 from fakes import within
 
 from model_build.config_yaml import MAX_DEPTH, MAX_FILE_BYTES
-from triton_cdk.config import ConfigError, load_config
-from triton_cdk.config.app import (
+from stage_config import ConfigError, load_config
+from stage_config.app import (
     BUCKET_POLICY_BASE_BYTES,
     BUCKET_POLICY_BYTES_PER_READER,
     BUCKET_POLICY_HEADROOM_BYTES,
     BUCKET_POLICY_LIMIT_BYTES,
     MAX_READER_ACCOUNTS,
 )
-from triton_cdk.config.limits import MAX_RESOURCES_PER_STACK
+from stage_config.limits import MAX_RESOURCES_PER_STACK
 
 ROOT = Path(__file__).resolve().parents[2]
 DEV_TEXT = (ROOT / "config" / "dev.yaml").read_text()
@@ -219,7 +219,7 @@ def test_bucket_policy_size_per_reader_account_is_what_the_bound_assumes():
     from synth_helpers import new_app
 
     from stacks.artifact_stack import ArtifactStack
-    from triton_cdk.config import load_stage
+    from stage_config import load_stage
 
     base = load_stage("dev")
     app = new_app()  # cdk.json's context, as `make synth` runs app.py

@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from triton_cdk.config import AppConfig, load_config
-from triton_cdk.config.app import bucket_name_problems
-from triton_cdk.config.pipeline import PipelineConfig, branch_name_problem
+from stage_config import AppConfig, load_config
+from stage_config.app import bucket_name_problems
+from stage_config.pipeline import PipelineConfig, branch_name_problem
 
-CONFIG_CODE = sorted((ROOT / "triton_cdk" / "config").glob("*.py"))
+CONFIG_CODE = sorted((ROOT / "stage_config").glob("*.py"))
 
 
 def _schema_models(root: type[BaseModel], seen: set[type[BaseModel]]) -> set[type[BaseModel]]:
@@ -267,7 +267,7 @@ def test_branch_names_git_refuses_are_refused(branch, expected):
 def test_a_bad_branch_is_refused_in_the_pipeline_file(tmp_path):
     text = (ROOT / "config" / "pipeline.yaml").read_text().replace("branch: main", 'branch: "main\\t"')
     (tmp_path / "pipeline.yaml").write_text(text)
-    from triton_cdk.config.pipeline import ConfigError, load_pipeline_config
+    from stage_config.pipeline import ConfigError, load_pipeline_config
 
     with pytest.raises(ConfigError, match=r"pipeline\.yaml: source\.branch: not a git branch name: holds the control"):
         load_pipeline_config(tmp_path / "pipeline.yaml")

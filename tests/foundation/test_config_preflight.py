@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from triton_cdk.config.loader import ConfigError, load_config
+from stage_config.loader import ConfigError, load_config
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(PROJECT_ROOT / "tests" / "model_build"))
@@ -53,6 +53,6 @@ def test_a_buildable_local_model_loads(tmp_path):
 
 def test_errors_name_files_relative_to_the_project_root():
     """Messages show `config/dev.yaml`, not an absolute path (README: commands run from the project root)."""
-    from triton_cdk.config.loader import shown_path
+    from stage_config.loader import shown_path
 
     assert shown_path(PROJECT_ROOT / "config" / "dev.yaml") == Path("config/dev.yaml")

@@ -36,10 +36,10 @@ from hypothesis import strategies as st
 from stacks.container_environment import container_environment
 from stacks.promotion import PromotionError, check_promotion
 from stacks.stage_plan import plan_stage
-from triton_cdk.config import AppConfig, ConfigError, load_config
-from triton_cdk.config.endpoint import component_name
-from triton_cdk.config.loader import PROJECT_ROOT
-from triton_cdk.config.pipeline import load_pipeline
+from stage_config import AppConfig, ConfigError, load_config
+from stage_config.endpoint import component_name
+from stage_config.loader import PROJECT_ROOT
+from stage_config.pipeline import load_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED_FILES = sorted(

@@ -16,11 +16,11 @@ import yaml
 from model_build.config_yaml import read_config_document
 from stacks.build_stack import BuildStack
 from stacks.stage_plan import plan_stage
+from stage_config import ConfigError, load_config
+from stage_config.build_concurrency import builds_per_environment
+from stage_config.endpoint import iana_time_zones
+from stage_config.pipeline import load_pipeline
 from triton_cdk.artifact_build.requests import artifact_requests
-from triton_cdk.config import ConfigError, load_config
-from triton_cdk.config.build_concurrency import builds_per_environment
-from triton_cdk.config.endpoint import iana_time_zones
-from triton_cdk.config.pipeline import load_pipeline
 from triton_cdk.errors import TritonCdkError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,7 +149,7 @@ def test_a_dynamic_reference_is_refused_in_any_string(tmp_path, edit, field):
 
 
 def test_the_pipeline_file_refuses_a_dynamic_reference(tmp_path):
-    """As above, for config/pipeline.yaml (the same reader, triton_cdk.config.loader.read_document)."""
+    """As above, for config/pipeline.yaml (the same reader, stage_config.loader.read_document)."""
     path = edited(tmp_path, lambda d: d.update(name="p{{resolve:ssm:x}}"), "config/pipeline.yaml")
     with pytest.raises(ConfigError, match=r"pipeline.yaml: name: the value holds '\{\{'"):
         load_pipeline(path, path.parent)
@@ -173,7 +173,7 @@ def test_two_pipeline_stages_with_one_bucket_name_are_refused(tmp_path):
 
 def test_pipeline_problems_name_both_stages():
     """As above, for stages that do not promote from one another (pipeline_problems)."""
-    from triton_cdk.config.pipeline import load_pipeline_config, pipeline_problems
+    from stage_config.pipeline import load_pipeline_config, pipeline_problems
 
     pipeline = load_pipeline_config(ROOT / "config" / "pipeline.yaml")
     dev = load_config(ROOT / "config" / "dev.yaml")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from config_edits import refusal, set_path, shipped, write
 
-from triton_cdk.config.schedule import schedule_problem
+from stage_config.schedule import schedule_problem
 
 VALID = [
     "at(2026-12-24T18:00:00)",

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from config_edits import ROOT
 
-from triton_cdk.config import ConfigError, load_stage
-from triton_cdk.config.pipeline import _raw_input_problems, load_pipeline
+from stage_config import ConfigError, load_stage
+from stage_config.pipeline import _raw_input_problems, load_pipeline
 
 
 def _pipeline(tmp_path: Path, raw_inputs: dict) -> Path:

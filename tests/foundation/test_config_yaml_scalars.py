@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from config_edits import ROOT, refusal
 
-from triton_cdk.config.pipeline import load_pipeline_config
+from stage_config.pipeline import load_pipeline_config
 
 DEV_TEXT = (ROOT / "config" / "dev.yaml").read_text()
 

@@ -12,7 +12,7 @@ import pytest
 from synth_helpers import PROJECT_ROOT
 
 from stacks.promotion import PromotionError
-from triton_cdk.config import ConfigError
+from stage_config import ConfigError
 from triton_cdk.errors import InvalidPropsError, TritonCdkError
 
 # Raised by the library's constructs: each a bare builtin exception a user would see as a traceback.
@@ -40,7 +40,7 @@ def _bare_raises(folder: Path) -> list[str]:
 
 def test_the_construct_library_raises_no_bare_builtin_error() -> None:
     """Constructs refuse props with InvalidPropsError (the config package is the app's; see its own tests)."""
-    found = [line for line in _bare_raises(PROJECT_ROOT / "triton_cdk") if not line.startswith("triton_cdk/config/")]
+    found = [line for line in _bare_raises(PROJECT_ROOT / "triton_cdk") if not line.startswith("stage_config/")]
     assert found == []
 
 

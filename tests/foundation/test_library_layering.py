@@ -1,5 +1,5 @@
 """The construct library does not reach back into the app: importing its modules loads neither `stacks/`
-nor the app's config schema (`triton_cdk.config`), nor the build's CLI (`model_build.cli`, `model_build.commands`).
+nor the app's config schema (`stage_config`), nor the build's CLI (`model_build.cli`, `model_build.commands`).
 The app maps its config to the constructs' props."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from synth_helpers import PROJECT_ROOT
 
-CONFIG_PACKAGE = "triton_cdk.config"  # the app's config schema, kept in the library's folder for now
+CONFIG_PACKAGE = "stage_config"  # the app's config schema (issue #23: moved out of the library's folder)
 
 
 def _is_app_module(name: str) -> bool:
@@ -49,8 +49,8 @@ from pathlib import Path
 
 root, prefix = Path(sys.argv[1]), Path(sys.prefix).resolve()
 # The app (stacks, its config schema) and the build's CLI (issue #23: importing the constructs must not import it).
-is_app = lambda name: name in ("stacks", "triton_cdk.config", "model_build.cli", "model_build.commands") or (
-    name.startswith(("stacks.", "triton_cdk.config.", "model_build.commands."))
+is_app = lambda name: name in ("stacks", "stage_config", "model_build.cli", "model_build.commands") or (
+    name.startswith(("stacks.", "stage_config.", "model_build.commands."))
 )
 
 def ours(module):
@@ -74,7 +74,7 @@ print(json.dumps(loaded))
 
 @pytest.fixture(scope="module")
 def app_modules_loaded() -> dict[str, list[str]]:
-    """Library module -> the app modules (`stacks*`, `triton_cdk.config*`) importing it loaded."""
+    """Library module -> the app modules (`stacks*`, `stage_config*`) importing it loaded."""
     env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
     result = subprocess.run(
         [sys.executable, "-c", PROBE, str(PROJECT_ROOT.resolve())],
@@ -112,18 +112,21 @@ def _imported_modules(path: Path) -> set[str]:
 
 
 def test_nothing_in_the_library_imports_the_app():
-    """The only arrow goes from the app (`stacks/`, the config schema) to the library (`triton_cdk/`), never back,
-    also in imports a probe would not load (inside functions, under TYPE_CHECKING). The config package itself
-    may import the library, never `stacks/`."""
-    config_folder = PROJECT_ROOT / "triton_cdk" / "config"
+    """The only arrow goes from the app (`stacks/`, the config schema `stage_config/`) to the library
+    (`triton_cdk/`), never back, also in imports a probe would not load (inside functions, under TYPE_CHECKING)."""
+    offenders = {
+        str(path.relative_to(PROJECT_ROOT)): sorted(m for m in _imported_modules(path) if _is_app_module(m))
+        for path in sorted((PROJECT_ROOT / "triton_cdk").rglob("*.py"))
+    }
+    assert {path: modules for path, modules in offenders.items() if modules} == {}
+
+
+def test_the_config_schema_never_imports_the_stacks():
     offenders = {
         str(path.relative_to(PROJECT_ROOT)): sorted(
-            m
-            for m in _imported_modules(path)
-            if (m == "stacks" or m.startswith("stacks."))
-            or (not path.is_relative_to(config_folder) and _is_app_module(m))
+            m for m in _imported_modules(path) if m == "stacks" or m.startswith("stacks.")
         )
-        for path in sorted((PROJECT_ROOT / "triton_cdk").rglob("*.py"))
+        for path in sorted((PROJECT_ROOT / CONFIG_PACKAGE).rglob("*.py"))
     }
     assert {path: modules for path, modules in offenders.items() if modules} == {}
 
@@ -146,3 +149,37 @@ def test_every_command_error_is_a_tool_error():
     result = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[] True False"
+
+
+def _ours_imported_by(folder: str) -> dict[str, set[str]]:
+    """File -> the top-level packages of this project it imports (anywhere in the file)."""
+    ours = {"triton_cdk", "stacks", "stage_config", "model_build", "endpoint_client"}
+    found = {}
+    for path in sorted((PROJECT_ROOT / folder).rglob("*.py")):
+        if "handlers" in path.parts:
+            continue
+        modules = {m.split(".")[0] for m in _imported_modules(path)} & (ours - {folder})
+        if modules:
+            found[str(path.relative_to(PROJECT_ROOT))] = modules
+    return found
+
+
+def test_the_package_table_of_docs_architecture_holds():
+    """docs/architecture.md "Packages and what each may import": model_build imports nothing of ours, the stacks
+    take from the client only the smoke plan they write, the config schema only the client's payload limit."""
+    assert _ours_imported_by("model_build") == {}
+    stacks_to_client = {
+        m
+        for path in sorted((PROJECT_ROOT / "stacks").rglob("*.py"))
+        for m in _imported_modules(path)
+        if m.split(".")[0] == "endpoint_client"
+    }
+    assert stacks_to_client <= {"endpoint_client.smoke_plan"}
+    config_to_client = {
+        m
+        for path in sorted((PROJECT_ROOT / CONFIG_PACKAGE).rglob("*.py"))
+        for m in _imported_modules(path)
+        if m.split(".")[0] == "endpoint_client"
+    }
+    assert config_to_client <= {"endpoint_client.limits"}
+    assert {m for modules in _ours_imported_by("triton_cdk").values() for m in modules} <= {"model_build"}

@@ -1,7 +1,7 @@
 """The configuration reference cannot drift from the code: README's tables name exactly the schema's keys, and the
 reference tables of docs/serving.md and docs/build.md name every field and state the schema's defaults.
 
-The schema is the pydantic models the loader validates with (triton_cdk/config, model_build/settings.py);
+The schema is the pydantic models the loader validates with (stage_config, model_build/settings.py);
 README's "Top level" and "Models" tables list one key per row (several as `a`, `b`; nested as `a.b`).
 """
 
@@ -17,9 +17,9 @@ from pydantic import BaseModel
 from synth_helpers import PROJECT_ROOT
 
 from model_build.settings import ModelSettings
-from triton_cdk.config import AppConfig
-from triton_cdk.config.build import BuildSettings
-from triton_cdk.config.endpoint import (
+from stage_config import AppConfig
+from stage_config.build import BuildSettings
+from stage_config.endpoint import (
     AlarmSettings,
     AutoscalingSettings,
     ComponentSettings,

@@ -74,7 +74,7 @@ def test_cli_prints_yaml_that_loads(project, capsys):
 
 
 def test_cli_appends_to_a_stage_file_which_still_loads(project, capsys):
-    from triton_cdk.config.loader import load_config
+    from stage_config.loader import load_config
 
     dynamic_batch_model(project / "models" / "classifier.onnx")
     before = (project / "config" / "dev.yaml").read_text()

@@ -98,7 +98,7 @@ def test_a_fleet_in_the_config_changes_the_target(project: Path) -> None:
 def test_the_cli_key_is_the_key_the_cdk_app_deploys() -> None:
     """Same function, same inputs: what `key` prints is what the endpoint stacks point at."""
     from stacks.artifact_plan import endpoint_artifacts
-    from triton_cdk.config import load_stage
+    from stage_config import load_stage
 
     config = load_stage("dev")
     for endpoint in config.endpoints:

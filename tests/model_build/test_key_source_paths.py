@@ -43,7 +43,7 @@ def run_key(project: Path, path: str, *extra: str, platform: str = "onnxruntime_
     ],
 )
 def test_key_refuses_sources_outside_the_base_dir(project: Path, path: str, platform: str, expected: str) -> None:
-    """The CDK config loader's rule (model_build.source_paths, shared with triton_cdk.config)."""
+    """The CDK config loader's rule (model_build.source_paths, shared with stage_config)."""
     code, err = run_key(project, path, "--base-dir", str(project), platform=platform)
     assert code == 1 and "Traceback" not in err
     assert err.startswith(f"ERROR: {project / 'config.yaml'}: model 'm': source.path: ") and expected in err, err

@@ -25,7 +25,7 @@ from model_build.check import check_repository
 from model_build.ensemble_config import generate_ensemble
 from model_build.preflight import composing_config_text, ensemble_preflight_problems
 from model_build.stage_repository import assemble_repository
-from triton_cdk.config import load_stage
+from stage_config import load_stage
 
 PAGE = PROJECT_ROOT / "docs" / "model-build-ensembles-and-environments.md"
 CONFIGS = PROJECT_ROOT / "tests" / "configs"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pipeline_helpers import PROD_ACCOUNT, cross_account_documents, promoted_documents, write_documents
 
-from triton_cdk.config import ConfigError
-from triton_cdk.config.pipeline import load_pipeline, load_pipeline_config
+from stage_config import ConfigError
+from stage_config.pipeline import load_pipeline, load_pipeline_config
 
 
 def _load(tmp_path: Path, documents: dict[str, dict]):
@@ -191,8 +191,8 @@ def test_smoke_samples_name_a_served_model_and_a_file_one_request_carries(tmp_pa
 def test_a_smoke_sample_larger_than_one_request_and_an_unknown_ensemble_input_are_refused(tmp_path):
     from synth_helpers import EXAMPLES_CONFIG_DIR
 
-    from triton_cdk.config import load_stage
-    from triton_cdk.config.pipeline import _raw_input_problems
+    from stage_config import load_stage
+    from stage_config.pipeline import _raw_input_problems
 
     (tmp_path / "big.jpg").write_bytes(b"\xff" * (6_291_456 + 1))
     (tmp_path / "cat.jpg").write_bytes(b"\xff\xd8")

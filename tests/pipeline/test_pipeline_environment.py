@@ -16,8 +16,8 @@ import pytest
 from synth_helpers import CONFIG_DIR, PROJECT_ROOT, cdk_context
 
 from stacks.deploy_preflight import main as preflight
-from triton_cdk.config import ConfigError
-from triton_cdk.config.pipeline import load_pipeline
+from stage_config import ConfigError
+from stage_config.pipeline import load_pipeline
 
 
 def _configs(tmp_path: Path, dev_env: str, pipeline_env: str = "") -> Path:

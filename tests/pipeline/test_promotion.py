@@ -8,8 +8,8 @@ from synth_helpers import PROJECT_ROOT, new_app
 from stacks.pipeline_stack import PipelineStack
 from stacks.promotion import PromotionError, check_promotion, promotion_problems
 from stacks.stage_plan import plan_stage
-from triton_cdk.config import AppConfig, load_stage
-from triton_cdk.config.pipeline import load_pipeline_config
+from stage_config import AppConfig, load_stage
+from stage_config.pipeline import load_pipeline_config
 
 DEV = load_stage("dev")
 PROD = load_stage("prod")

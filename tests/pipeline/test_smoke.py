@@ -307,8 +307,8 @@ def test_an_inference_component_is_addressed_by_its_name():
 
 def test_the_plan_of_a_component_endpoint_names_each_component():
     from stacks.pipeline_steps import smoke_plan
-    from triton_cdk.config import load_stage
-    from triton_cdk.config.pipeline import PipelineConfig
+    from stage_config import load_stage
+    from stage_config.pipeline import PipelineConfig
 
     config = load_stage("components", PROJECT_ROOT / "examples" / "config")
     pipeline = PipelineConfig.model_validate(

@@ -14,8 +14,8 @@ from stacks.pipeline_stack import add_pipeline_stack
 from stacks.pipeline_steps import smoke_plan
 from stacks.promotion import collect_stage_artifacts
 from stacks.stage_plan import plan_stage
-from triton_cdk.config import load_stage
-from triton_cdk.config.pipeline import load_pipeline
+from stage_config import load_stage
+from stage_config.pipeline import load_pipeline
 
 
 def test_the_plan_holds_what_the_promotion_check_computes():

@@ -2,7 +2,7 @@
 
 Alarm thresholds come from `AlarmThresholds`; cooldowns, data capture, bake time, execution timeout, variant names,
 instance counts and weights, component instances, routing and copies, network isolation from the construct that
-takes them (`triton_cdk.config.endpoint.construct_default`). The pairs below are every place where a schema model
+takes them (`stage_config.endpoint.construct_default`). The pairs below are every place where a schema model
 and a construct prop (or keyword argument) mean the same thing; wherever both have a default they must agree.
 """
 
@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from triton_cdk.artifact_build.build_project import ModelBuildProject
-from triton_cdk.config.build import BuildSettings
-from triton_cdk.config.endpoint import (
+from stage_config.build import BuildSettings
+from stage_config.endpoint import (
     AlarmSettings,
     AutoscalingSettings,
     ComponentSettings,
@@ -31,6 +30,7 @@ from triton_cdk.config.endpoint import (
     VariantSettings,
     rollback_alarm_seconds,
 )
+from triton_cdk.artifact_build.build_project import ModelBuildProject
 from triton_cdk.serving import component_scaling, component_sizing
 from triton_cdk.serving.autoscaling import ScalingSettings, ScheduledCapacity
 from triton_cdk.serving.deployment import DEFAULT_BAKE_SECONDS, DeploymentPolicy, TrafficRouting

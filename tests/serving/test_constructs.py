@@ -10,7 +10,7 @@ from aws_cdk.assertions import Template
 from synth_helpers import new_app
 
 from stacks.container_environment import container_environment
-from triton_cdk.config.endpoint import ContainerSettings
+from stage_config.endpoint import ContainerSettings
 from triton_cdk.serving import (
     DeploymentPolicy,
     ProductionVariant,

@@ -52,8 +52,8 @@ def test_cfn_lint_is_clean_on_every_endpoint_template(dev, prod, custom):
 
 
 def test_docs_list_every_endpoint_field_with_its_default():
-    """docs/serving.md's endpoint table follows the schema (triton_cdk/config/endpoint.py)."""
-    from triton_cdk.config.endpoint import DeploymentSettings, EndpointSettings
+    """docs/serving.md's endpoint table follows the schema (stage_config/endpoint.py)."""
+    from stage_config.endpoint import DeploymentSettings, EndpointSettings
 
     page = (PROJECT_ROOT / "docs" / "serving.md").read_text()
     for name in EndpointSettings.model_fields:

@@ -28,7 +28,7 @@ from synth_helpers import Synthesized, new_app, synth_stage
 
 from model_build.catalogue import instance_type
 from stacks.artifact_plan import endpoint_artifacts
-from triton_cdk.config import ConfigError, load_config, load_stage
+from stage_config import ConfigError, load_config, load_stage
 from triton_cdk.serving import TritonEndpoint, TritonModel, TritonModelData, component_sizing
 from triton_cdk.serving.component_scaling import CopyScalingSettings, TritonComponentScaling
 from triton_cdk.serving.inference_components import (
@@ -457,7 +457,7 @@ def test_a_layout_without_room_for_one_more_copy_is_refused(tmp_path):
     copies, one more copy of the largest component must still fit (independent review)."""
     import yaml
 
-    from triton_cdk.config.loader import ConfigError, load_config
+    from stage_config.loader import ConfigError, load_config
 
     document = yaml.safe_load((EXAMPLES / "components.yaml").read_text())
     endpoint = document["endpoints"][0]

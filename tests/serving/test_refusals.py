@@ -7,7 +7,7 @@ import copy
 import pytest
 from serving_helpers import DEV_DOCUMENT, custom_document, write_config
 
-from triton_cdk.config import ConfigError, load_config
+from stage_config import ConfigError, load_config
 
 CPU_PYTHON = 1  # index of the cpu-python endpoint in the custom document
 

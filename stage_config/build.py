@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from model_build.settings import StrictModel
-from triton_cdk.config.api_limits import BUILD_TIMEOUT_MINUTES, QUEUED_TIMEOUT_MINUTES
+from stage_config.api_limits import BUILD_TIMEOUT_MINUTES, QUEUED_TIMEOUT_MINUTES
 
 if TYPE_CHECKING:
-    from triton_cdk.config.app import AppConfig
+    from stage_config.app import AppConfig
 
 # A deployment waits for a build through an AWS::CloudFormation::WaitCondition, whose Timeout is at
 # most 43200 s = 12 h (CloudFormation template reference, AWS::CloudFormation::WaitCondition). It

@@ -16,7 +16,7 @@ from model_build import releases
 from model_build.catalogue import UnknownInstanceTypeError, instance_type
 from model_build.matching import BuildMatchError, match_build
 from model_build.settings import ModelSettings, StrictModel, repeated
-from triton_cdk.config.api_limits import (
+from stage_config.api_limits import (
     ENDPOINT_NAME,
     ENVIRONMENT,
     INFERENCE_COMPONENT_NAME,
@@ -25,10 +25,10 @@ from triton_cdk.config.api_limits import (
     MAX_ENVIRONMENT_VARIABLES,
     MAX_INFERENCE_COMPONENT_NAME_LENGTH,
 )
-from triton_cdk.config.build import BuildSettings, build_region_problems
-from triton_cdk.config.container import environment_size, typed_environment
-from triton_cdk.config.endpoint import EndpointSettings, component_name, endpoint_driver_problems
-from triton_cdk.config.limits import stack_resource_problems
+from stage_config.build import BuildSettings, build_region_problems
+from stage_config.container import environment_size, typed_environment
+from stage_config.endpoint import EndpointSettings, component_name, endpoint_driver_problems
+from stage_config.limits import stack_resource_problems
 from triton_cdk.images import known_triton_releases, triton_image
 from triton_cdk.serving.environment import DEFAULT_MODEL_NAME
 

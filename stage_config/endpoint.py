@@ -1,7 +1,7 @@
 """Settings of one SageMaker endpoint (`endpoints:` in config/<stage>.yaml).
 
 Ranges are SageMaker's own (CreateEndpointConfig / CreateEndpoint API reference); the checks
-that need the instance catalogue or the model list live in triton_cdk.config.app.
+that need the instance catalogue or the model list live in stage_config.app.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from model_build import drivers
 from model_build.catalogue import InstanceType, UnknownInstanceTypeError, instance_type
 from model_build.config_yaml import clip
 from model_build.settings import MODEL_NAME_PATTERN, StrictModel, repeated
-from triton_cdk.config.api_limits import (
+from stage_config.api_limits import (
     ENDPOINT_NAME,
     MAX_ENDPOINT_NAME_LENGTH,
     MAX_PRODUCTION_VARIANTS,
@@ -43,8 +43,8 @@ from triton_cdk.config.api_limits import (
     VOLUME_SIZE_GB,
     WAIT_INTERVAL_SECONDS,
 )
-from triton_cdk.config.container import ContainerSettings
-from triton_cdk.config.schedule import schedule_problem
+from stage_config.container import ContainerSettings
+from stage_config.schedule import schedule_problem
 from triton_cdk.serving import component_sizing
 from triton_cdk.serving.autoscaling import ScalingSettings
 from triton_cdk.serving.component_scaling import CopyScalingSettings as ComponentCopyScaling

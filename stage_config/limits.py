@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from triton_cdk.config.app import AppConfig
-    from triton_cdk.config.endpoint import EndpointSettings
+    from stage_config.app import AppConfig
+    from stage_config.endpoint import EndpointSettings
 
 MAX_RESOURCES_PER_STACK = 500
 

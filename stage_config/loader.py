@@ -16,12 +16,12 @@ from pydantic import ValidationError
 from model_build.app_config import MAX_PROBLEMS, format_validation_error
 from model_build.config_yaml import ConfigDocument, ConfigFileError, clip, read_config_document
 from model_build.preflight import ensemble_preflight_problems, preflight_problems
-from triton_cdk.config.app import STAGE_PATTERN, AppConfig, cross_field_problems
-from triton_cdk.config.build_concurrency import concurrency_problems
-from triton_cdk.config.source_paths import source_path_problems
+from stage_config.app import STAGE_PATTERN, AppConfig, cross_field_problems
+from stage_config.build_concurrency import concurrency_problems
+from stage_config.source_paths import source_path_problems
 from triton_cdk.errors import TritonCdkError
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = PROJECT_ROOT / "config"
 # One problem line may quote a user's value; keep each readable and the whole message bounded.
 MAX_LINE_CHARS = 1_000

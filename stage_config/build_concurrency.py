@@ -14,8 +14,8 @@ from model_build.catalogue import UnknownInstanceTypeError, instance_type
 from model_build.key import PORTABLE_TARGET
 from model_build.matching import BuildMatchError, match_build
 from model_build.settings import ModelSettings
+from stage_config.app import AppConfig
 from triton_cdk.artifact_build.requests import environment_name, packs_python_environment
-from triton_cdk.config.app import AppConfig
 
 ArtifactKey = tuple[str, object]
 

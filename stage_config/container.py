@@ -2,7 +2,7 @@
 
 Every variable is read by Triton's `docker/sagemaker/serve` (../shared/README.md, "Container environment"):
 unset ones keep Triton's defaults there. SageMaker's limits on the map (CreateModel
-ContainerDefinition.Environment) come from botocore's model (triton_cdk/config/api_limits.py).
+ContainerDefinition.Environment) come from botocore's model (stage_config/api_limits.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pydantic import Field, PositiveInt, field_validator
 
 from model_build.config_yaml import clip
 from model_build.settings import StrictModel
-from triton_cdk.config.api_limits import (
+from stage_config.api_limits import (
     ENVIRONMENT_KEY,
     ENVIRONMENT_VALUE,
     MAX_ENVIRONMENT_KEY_BYTES,
