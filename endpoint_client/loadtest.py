@@ -40,7 +40,7 @@ import numpy as np
 from endpoint_client.codec import EncodedRequest
 from endpoint_client.errors import EndpointClientError, EndpointError
 from endpoint_client.limits import INVOCATION_TIMEOUT_SECONDS, MAX_PAYLOAD_BYTES
-from endpoint_client.transport import INFERENCE_COMPONENT_HEADER, TARGET_MODEL_HEADER
+from endpoint_client.transport import local_route
 
 # Hard caps (the CLI refuses anything above them; a run always ends by itself).
 MAX_CONCURRENCY = 1024  # users in one closed-loop level
@@ -121,16 +121,8 @@ def local_target(
     timeout: float = INVOCATION_TIMEOUT_SECONDS,
 ) -> HttpTarget:
     """The route and headers of LocalTransport.send (transport.py) for a local endpoint's SageMaker API."""
-    import urllib.parse
-
-    headers = {"Content-Type": request.content_type}
-    if target_model:
-        path = f"/models/{urllib.parse.quote(target_model, safe='')}/invoke"
-        headers[TARGET_MODEL_HEADER] = target_model
-    else:
-        path = "/invocations"
-    if inference_component:
-        headers[INFERENCE_COMPONENT_HEADER] = inference_component
+    path, routing = local_route(target_model, inference_component)
+    headers = {"Content-Type": request.content_type, **routing}
     return HttpTarget("local", url.rstrip("/") + path, request.body, headers, timeout)
 
 

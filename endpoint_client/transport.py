@@ -116,6 +116,19 @@ def _endpoint_error(model: str, response: dict[str, Any]) -> EndpointError:
     return EndpointError(model, message, status=status, code=code or None)
 
 
+def local_route(target_model: str | None, inference_component: str | None) -> tuple[str, dict[str, str]]:
+    """The path and routing headers of a request to a local endpoint's SageMaker API (also the load test's)."""
+    headers = {}
+    if target_model:
+        path = f"/models/{urllib.parse.quote(target_model, safe='')}/invoke"
+        headers[TARGET_MODEL_HEADER] = target_model
+    else:
+        path = "/invocations"
+    if inference_component:
+        headers[INFERENCE_COMPONENT_HEADER] = inference_component
+    return path, headers
+
+
 class LocalTransport:
     """POST to a Triton SageMaker service (`make local`, or Triton's container run by hand).
 
@@ -147,13 +160,8 @@ class LocalTransport:
         if target_model and not (target_model.isascii() and target_model.isprintable()):
             # http.client sends headers as Latin-1 and refuses line breaks: say so instead of a traceback
             raise InvalidInputError(f"target model {target_model[:100]!r}: a local endpoint takes printable ASCII")
-        if target_model:
-            path = f"/models/{urllib.parse.quote(target_model, safe='')}/invoke"
-            headers[TARGET_MODEL_HEADER] = target_model
-        else:
-            path = "/invocations"
-        if inference_component:
-            headers[INFERENCE_COMPONENT_HEADER] = inference_component
+        path, routing = local_route(target_model, inference_component)
+        headers.update(routing)
         model = self.describe(target_model or inference_component)
         try:
             status, body, content_type = http_request(
