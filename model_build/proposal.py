@@ -18,6 +18,7 @@ from model_build.app_config import format_validation_error
 from model_build.catalogue import UnknownInstanceTypeError, instance_type
 from model_build.check import check_model_config
 from model_build.errors import ModelBuildError
+from model_build.matching import BuildMatchError, ReservedFleet, match_build
 from model_build.onnx_inspect import DYNAMIC, ModelSignature, TensorSpec, inspect_model, load_model
 from model_build.settings import ModelSettings
 from model_build.trt import trtexec_argv
@@ -55,6 +56,26 @@ def _tensorrt_blocker(signature: ModelSignature, triton_release: str | None) -> 
     if scalar is not None:
         return f"{scalar.name!r} is a scalar, which a TensorRT config cannot describe (ONNX Runtime serves it as [1])"
     return None
+
+
+def _build_blocker(instance_type_name: str, triton_release: str | None, fleet: ReservedFleet | None) -> str | None:
+    """Why no CodeBuild build can make a TensorRT engine for this serving GPU, or None.
+
+    An engine runs only on the GPU architecture that built it; CodeBuild's on-demand GPU builds offer only A10G
+    (SMALL) and V100 (LARGE), so ml.g4dn's T4 needs `build.fleet` (../shared/README.md, model_build/matching.py).
+    Proposing TensorRT there would write a config that synth refuses. Without a release every known one is tried
+    (ml.p3's V100 builds only up to 24.09)."""
+    from model_build.releases import RELEASES
+
+    candidates = [triton_release] if triton_release else list(RELEASES)
+    error: BuildMatchError | None = None
+    for candidate in candidates:
+        try:
+            match_build(instance_type(instance_type_name), candidate, fleet)
+            return None
+        except BuildMatchError as refused:
+            error = refused
+    return str(error)
 
 
 def _batch_axis_blocker(tensors: tuple[TensorSpec, ...]) -> TensorSpec | None:
@@ -136,9 +157,18 @@ def _verify_ranges(
 
 
 def propose_model(
-    onnx_path: Path, name: str, *, instance_type_name: str | None = None, triton_release: str | None = None
+    onnx_path: Path,
+    name: str,
+    *,
+    instance_type_name: str | None = None,
+    triton_release: str | None = None,
+    fleet: ReservedFleet | None = None,
 ) -> Proposal:
-    """A validated `models:` entry for `onnx_path`, named `name`, for serving on `instance_type_name`."""
+    """A validated `models:` entry for `onnx_path`, named `name`, for serving on `instance_type_name`.
+
+    `fleet` is the stage's `build.fleet` (a CodeBuild reserved-capacity fleet), when it has one: without it a
+    GPU that CodeBuild's on-demand builds cannot build for (ml.g4dn's T4) gets ONNX Runtime, and the note says
+    what TensorRT would need."""
     signature = inspect_model(onnx_path)
     gpu = True
     if instance_type_name:
@@ -149,6 +179,16 @@ def propose_model(
     proposal = Proposal(entry={"name": name, "source": {"path": str(onnx_path)}})
     entry = proposal.entry
     why_not_tensorrt = _tensorrt_blocker(signature, triton_release) if gpu else None
+    if gpu and not why_not_tensorrt and instance_type_name:
+        no_build = _build_blocker(instance_type_name, triton_release, fleet)
+        if no_build:
+            why_not_tensorrt = (
+                f"the stage's build.fleet cannot build TensorRT engines for {instance_type_name}: {no_build}"
+                if fleet is not None
+                else f"TensorRT on {instance_type_name} needs build.fleet (a CodeBuild reserved-capacity fleet with "
+                "hosts of its GPU; then set platform tensorrt_plan): CodeBuild's on-demand GPU builds cannot "
+                f"build its engines: {no_build}"
+            )
     entry["platform"] = "tensorrt_plan" if gpu and not why_not_tensorrt else "onnxruntime_onnx"
     if not gpu:
         proposal.notes.append(f"platform: ONNX Runtime ({instance_type_name} has no GPU, so no TensorRT)")

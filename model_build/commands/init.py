@@ -6,6 +6,7 @@ import argparse
 import re
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -81,6 +82,26 @@ def append_entry(config: Path, proposal: Proposal) -> None:
     write_atomically(config, new_text.encode("utf-8"))
 
 
+@dataclass(frozen=True)
+class _Fleet:
+    """The stage file's build.fleet, as model_build.matching reads it (the app validates the rest at synth)."""
+
+    arn: str
+    gpu: str
+
+
+def _stage_fleet(config: Path) -> _Fleet | None:
+    """The stage's build.fleet (arn and gpu), when it sets one: with it TensorRT can target e.g. ml.g4dn's T4."""
+    build = read_yaml(config).get("build")
+    fleet = build.get("fleet") if isinstance(build, dict) else None
+    if not isinstance(fleet, dict):
+        return None
+    arn, gpu = fleet.get("arn"), fleet.get("gpu")
+    if not isinstance(arn, str) or not isinstance(gpu, str):
+        raise ModelBuildError(f"{config}: build.fleet: needs arn and gpu (strings), e.g. gpu: T4")
+    return _Fleet(arn, gpu)
+
+
 def run(args: argparse.Namespace) -> int:
     name = args.name or args.onnx.stem
     if not re.match(MODEL_NAME_PATTERN, name):
@@ -94,7 +115,13 @@ def run(args: argparse.Namespace) -> int:
     if release is None and args.append:
         release = read_yaml(args.append).get("triton_release")
         release = release if isinstance(release, str) else None
-    proposal = propose_model(relative, name, instance_type_name=args.instance_type, triton_release=release)
+    proposal = propose_model(
+        relative,
+        name,
+        instance_type_name=args.instance_type,
+        triton_release=release,
+        fleet=_stage_fleet(args.append) if args.append else None,
+    )
     if args.append:
         append_entry(args.append, proposal)
         print(f"added model {name!r} to {args.append}; list it in an endpoint's models: to serve it", file=sys.stderr)

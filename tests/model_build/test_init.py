@@ -147,3 +147,54 @@ def test_guessed_shapes_that_run_are_proposed(project):
     proposal = propose_model(onnx_path.relative_to(project), "conv", instance_type_name="ml.g5.xlarge")
     (shape,) = proposal.entry["tensorrt"]["shapes"]
     assert (shape["min"], shape["opt"], shape["max"]) == ([1, 1, 1], [1, 128, 128], [1, 512, 512])
+
+
+def test_g4dn_without_a_fleet_gets_onnx_runtime_and_the_fleet_requirement(project):
+    """Issue #27 item 7: ml.g4dn's T4 is built by neither of CodeBuild's on-demand GPU builds (SMALL = A10G, LARGE =
+    V100; ../shared/README.md, model_build/matching.py), so a TensorRT entry would be refused at synth: init proposes
+    ONNX Runtime on the GPU and its note names build.fleet."""
+    onnx_path = dynamic_batch_model(project / "models" / "classifier.onnx")
+    proposal = propose_model(onnx_path.relative_to(project), "classifier", instance_type_name="ml.g4dn.xlarge")
+    assert proposal.entry["platform"] == "onnxruntime_onnx"
+    assert proposal.entry["instance_groups"] == [{"count": 2, "kind": "KIND_GPU"}]
+    assert "tensorrt" not in proposal.entry
+    (note,) = [note for note in proposal.notes if note.startswith("platform:")]
+    assert "needs build.fleet" in note and "T4" in note
+
+
+def test_g4dn_with_a_t4_fleet_gets_tensorrt(project):
+    """With build.fleet of T4 hosts matching_build targets ml.g4dn: TensorRT is proposed (CodeBuild reserved fleets,
+    ../shared/README.md)."""
+    from model_build.commands.init import _Fleet
+
+    onnx_path = dynamic_batch_model(project / "models" / "classifier.onnx")
+    fleet = _Fleet("arn:aws:codebuild:us-east-1:123456789012:fleet/t4:1", "T4")
+    proposal = propose_model(
+        onnx_path.relative_to(project), "classifier", instance_type_name="ml.g4dn.xlarge", fleet=fleet
+    )
+    assert proposal.entry["platform"] == "tensorrt_plan"
+
+
+def test_p3_with_a_release_that_builds_on_v100_gets_tensorrt(project):
+    """ml.p3's V100 is CodeBuild LARGE's GPU (../shared/README.md): TensorRT while the release supports Volta."""
+    onnx_path = dynamic_batch_model(project / "models" / "classifier.onnx")
+    proposal = propose_model(
+        onnx_path.relative_to(project), "c", instance_type_name="ml.p3.2xlarge", triton_release="24.09"
+    )
+    assert proposal.entry["platform"] == "tensorrt_plan"
+
+
+def test_cli_g4dn_append_writes_a_config_that_synth_accepts(project, capsys):
+    """The appended g4dn entry passes the app's build/serve match (the rule synth applies) for an endpoint on g4dn."""
+    from model_build.catalogue import instance_type
+    from model_build.matching import BuildMatchError, match_build
+    from stage_config.loader import load_config
+
+    dynamic_batch_model(project / "models" / "classifier.onnx")
+    argv = ["init", "--onnx", "models/classifier.onnx", "--instance-type", "ml.g4dn.xlarge"]
+    assert main([*argv, "--append", "config/dev.yaml"]) == 0
+    config = load_config(project / "config" / "dev.yaml", source_roots=(project,))
+    assert config.model("classifier").platform == "onnxruntime_onnx"
+    with pytest.raises(BuildMatchError):  # what a tensorrt_plan entry would have met at synth
+        match_build(instance_type("ml.g4dn.xlarge"), config.triton_release)
+    assert "needs build.fleet" in (project / "config" / "dev.yaml").read_text()
