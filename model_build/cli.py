@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import select
 import signal
 import sys
 from collections.abc import Sequence
@@ -57,12 +59,38 @@ def _sigterm_as_exception():
         signal.signal(signal.SIGTERM, previous)
 
 
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has exited (`... | head`): poll reports POLLERR on its write end."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows) or no real stdout (a test's capture)
+        return False
+
+
+def _quiet_stdout() -> None:
+    """`... | head` closed the pipe: like pip and the Python docs' SIGPIPE note, point stdout at devnull so that the
+    interpreter's final flush of the unwritten rest cannot raise again, and exit quietly (128 + SIGPIPE, as a
+    shell reports a command SIGPIPE ended)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
     """Parse and run; the one place errors become exit codes (shared with endpoint_client's CLI)."""
     args = parser.parse_args(argv)  # usage errors exit 2 from argparse
     try:
         with _sigterm_as_exception():
-            return int(args.run(args))
+            code = int(args.run(args))
+        sys.stdout.flush()  # here, not at exit, where a closed pipe would print "Exception ignored ..."
+        return code
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise  # another pipe or socket: an unknown error, with its traceback
+        _quiet_stdout()
+        return 128 + signal.SIGPIPE
     except ToolError as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 1
