@@ -78,12 +78,17 @@ def _read_npy(path: Path) -> np.ndarray:
     return np.array(mapped)
 
 
+# pyproject.toml's optional extra `images`; README.md and docs/client-and-local-endpoint.md say the same words
+# (tests/client/test_client_cli.py compares them).
+PILLOW_INSTALL_HINT = ".venv/bin/pip install -e '.[images]'"
+
+
 def _read_with_pillow(path: Path) -> np.ndarray:
     try:
         from PIL import Image
     except ImportError:
         raise InvalidInputError(
-            f"image {path}: reading {path.suffix or 'this format'} needs Pillow (`.venv/bin/pip install pillow`); "
+            f"image {path}: reading {path.suffix or 'this format'} needs Pillow (`{PILLOW_INSTALL_HINT}`); "
             "or pass a binary PPM or an HxWx3 uint8 .npy"
         ) from None
     try:

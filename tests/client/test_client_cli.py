@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -104,3 +105,27 @@ def test_a_missing_region_is_reported(capsys: pytest.CaptureFixture[str], monkey
 
     assert code == 1
     assert err.startswith("ERROR: endpoint my-endpoint: You must specify a region. (give --region or set AWS_REGION)")
+
+
+def test_the_pillow_hint_is_one_text_in_the_cli_the_readme_and_the_docs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #27 item 6: the CLI's hint installs pyproject.toml's optional extra `images` (Pillow), and README.md and
+    docs/client-and-local-endpoint.md give the same command."""
+    import sys
+    import tomllib
+
+    from endpoint_client.errors import InvalidInputError
+    from endpoint_client.presets import PILLOW_INSTALL_HINT, load_image
+
+    root = Path(__file__).resolve().parents[2]
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert PILLOW_INSTALL_HINT == ".venv/bin/pip install -e '.[images]'"
+    assert any(requirement.lower().startswith("pillow") for requirement in extras["images"])
+    for page in (root / "README.md", root / "docs" / "client-and-local-endpoint.md"):
+        assert PILLOW_INSTALL_HINT in page.read_text(), page
+    monkeypatch.setitem(sys.modules, "PIL", None)  # `from PIL import Image` raises ImportError
+    image = tmp_path / "cat.jpg"
+    image.write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
+    with pytest.raises(InvalidInputError, match=re.escape(f"needs Pillow (`{PILLOW_INSTALL_HINT}`)")):
+        load_image(image)
