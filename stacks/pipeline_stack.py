@@ -16,7 +16,7 @@ from aws_cdk import pipelines
 from constructs import Construct
 
 from stacks.pipeline_stage import TritonStage
-from stacks.pipeline_steps import approval_step, smoke_step, synth_step
+from stacks.pipeline_steps import approval_step, performance_step, smoke_step, synth_step
 from stacks.promotion import check_promotion
 from stacks.stage_plan import plan_stage
 from stage_config import AppConfig
@@ -72,6 +72,7 @@ class PipelineStack(cdk.Stack):
         )
         self.stages: dict[str, list[TritonStage]] = {}
         self.smoke_steps: dict[str, list[pipelines.CodeBuildStep]] = {}
+        self.performance_steps: list[pipelines.CodeBuildStep] = []
         previous: PipelineStageSettings | None = None
         for stage in pipeline_config.stages:
             config = stage_configs[stage.name]
@@ -117,6 +118,8 @@ class PipelineStack(cdk.Stack):
             previous_steps = self.smoke_steps.get(previous.name, []) if previous else []
             pre.append(approval_step(stage.name, self.pipeline_config, previous_steps, previous and previous.name))
         pipeline_account = self.pipeline_config.account
+        performance = self.pipeline_config.performance
+        load_tested = performance is not None and performance.stage == stage.name
         if not stage.regions:
             triton_stage = TritonStage(
                 self,
@@ -127,9 +130,10 @@ class PipelineStack(cdk.Stack):
                 plan=self.plans[stage.name],
                 source_plan=self.plans[config.promote_from] if config.promote_from else None,
                 env=self._stage_env(config),
+                load_tested=load_tested,
             )
             smoke = smoke_step(triton_stage, self.pipeline_config, self.source)
-            self.pipeline.add_stage(triton_stage, pre=pre, post=[smoke])
+            self.pipeline.add_stage(triton_stage, pre=pre, post=self._post_steps(triton_stage, smoke, load_tested))
             self.stages[stage.name] = [triton_stage]
             self.smoke_steps[stage.name] = [smoke]
             return
@@ -147,11 +151,23 @@ class PipelineStack(cdk.Stack):
                 plan=self.plans[stage.name],
                 source_plan=self.plans[config.promote_from] if config.promote_from else None,
                 env=self._stage_env(regional),
+                load_tested=load_tested,
             )
             smoke = smoke_step(triton_stage, self.pipeline_config, self.source)
-            wave.add_stage(triton_stage, post=[smoke])
+            wave.add_stage(triton_stage, post=self._post_steps(triton_stage, smoke, load_tested))
             self.stages[stage.name].append(triton_stage)
             self.smoke_steps[stage.name].append(smoke)
+
+    def _post_steps(
+        self, triton_stage: TritonStage, smoke: pipelines.CodeBuildStep, load_tested: bool
+    ) -> list[pipelines.Step]:
+        """The smoke test, then (config/pipeline.yaml `performance`, this stage only) the performance gate."""
+        if not load_tested:
+            return [smoke]
+        gate = performance_step(triton_stage, self.pipeline_config, self.source)
+        gate.add_step_dependency(smoke)
+        self.performance_steps.append(gate)
+        return [smoke, gate]
 
     def _stage_env(self, config: AppConfig) -> cdk.Environment | None:
         """The stage's own account/region, else the pipeline's; None keeps it environment-agnostic."""

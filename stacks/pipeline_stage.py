@@ -17,7 +17,8 @@ from stacks.stage_plan import StagePlan
 from stage_config import AppConfig
 from stage_config.endpoint import component_name
 from triton_cdk.artifacts import ArtifactStore
-from triton_cdk.nag import add_checks_to_stage
+from triton_cdk.grants import grant_statements
+from triton_cdk.nag import acknowledge, add_checks_to_stage
 from triton_cdk.serving import TritonEndpoint, TritonInferenceComponent
 
 
@@ -46,8 +47,11 @@ class SmokeAccessStack(cdk.Stack):
         artifacts: ArtifactStack,
         plan: StagePlan,
         pipeline_account: str | None,
+        load_tested_models: list[str] | None = None,
         **kwargs,
     ) -> None:
+        """`load_tested_models`: models the performance gate measures (config/pipeline.yaml `performance`):
+        their load-test results may be listed, read and written. Default: none, no such grant."""
         super().__init__(scope, construct_id, **kwargs)
         self.role = iam.Role(
             self,
@@ -81,7 +85,45 @@ class SmokeAccessStack(cdk.Stack):
                 key_arn=artifacts.key_arn_import,
             )
             store.grant_read_archives(self.role, keys)
+            if load_tested_models:
+                models = sorted(set(load_tested_models))
+                grant_load_test_results(self.role, store, models)
+                # cdk-nag names an imported bucket ARN by its export name.
+                shown = f"{artifacts.bucket_arn_export.export_name}/{store.model_prefix}"
+                acknowledge(
+                    self.role,
+                    "AwsSolutions-IAM5",
+                    "The performance gate writes a new load-test JSON per run and reads the newest of another "
+                    "build: only under models/<model>/<any digest>/loadtest/ of the measured models.",
+                    applies_to=[f"Resource::{shown}{model}/*/loadtest/*" for model in models],
+                )
         cdk.CfnOutput(self, "RoleArn", value=self.role.role_arn)
+
+
+def grant_load_test_results(role: iam.IGrantable, store: ArtifactStore, models: list[str]) -> iam.Grant:
+    """The performance gate (endpoint_client/perf_gate.py): write each run's JSON, find and read the newest one
+    of another build. Objects only under `models/<model>/<digest>/loadtest/`, listing only under
+    `models/<model>/`; the key encrypts what is written (kms:GenerateDataKey) and decrypts what is read."""
+    prefix = store.model_prefix
+    return grant_statements(
+        role,
+        [
+            iam.PolicyStatement(
+                sid="LoadTestResults",
+                actions=["s3:GetObject", "s3:PutObject"],
+                resources=[f"{store.bucket_arn}/{prefix}{model}/*/loadtest/*" for model in models],
+            ),
+            iam.PolicyStatement(
+                sid="ListLoadTestResults",
+                actions=["s3:ListBucket"],
+                resources=[store.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{prefix}{model}/*" for model in models]}},
+            ),
+            iam.PolicyStatement(
+                sid="LoadTestResultsKey", actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[store.key_arn]
+            ),
+        ],
+    )
 
 
 class TritonStage(cdk.Stage):
@@ -97,14 +139,21 @@ class TritonStage(cdk.Stage):
         promotion_source: AppConfig | None = None,
         plan: StagePlan | None = None,
         source_plan: StagePlan | None = None,
+        load_tested: bool = False,
         **kwargs,
     ) -> None:
-        """`plan` / `source_plan`: the stage plans of `config` / `promotion_source` (computed when not given)."""
+        """`plan` / `source_plan`: the stage plans of `config` / `promotion_source` (computed when not given);
+        `load_tested`: the performance gate measures this stage (its smoke role gets the results' prefix)."""
         super().__init__(scope, construct_id, **kwargs)
         add_checks_to_stage(self)
         self.config = config
         self.stacks: StageStacks = add_stage_stacks(
             self, config, promotion_source=promotion_source, plan=plan, source_plan=source_plan
+        )
+        load_tested_models = (
+            [self.stacks.plan.endpoint_artifacts(e.name).models[0].model.name for e in config.endpoints]
+            if load_tested
+            else None
         )
         self.smoke_access = SmokeAccessStack(
             self,
@@ -114,6 +163,7 @@ class TritonStage(cdk.Stage):
             artifacts=self.stacks.artifacts,
             plan=self.stacks.plan,
             pipeline_account=pipeline_account,
+            load_tested_models=load_tested_models,
             env=_stack_env(config),
             tags={"triton-stage": config.stage},
         )

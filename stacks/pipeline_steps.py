@@ -16,7 +16,7 @@ from stacks.stage_plan import StagePlan, plan_stage
 from stage_config import AppConfig
 from stage_config.endpoint import component_name
 from stage_config.loader import PROJECT_ROOT
-from stage_config.pipeline import PipelineConfig
+from stage_config.pipeline import PerformanceSettings, PipelineConfig
 
 # Ubuntu standard:7.0 carries Node 20 (the CDK CLI) and Python 3.12 (runs the project's 3.11 code).
 BUILD_IMAGE = codebuild.LinuxBuildImage.STANDARD_7_0
@@ -25,6 +25,15 @@ RUNTIME_VERSIONS = {"nodejs": "20", "python": "3.12"}
 SMOKE_PACKAGES = ("boto3", "numpy", "tritonclient")
 SUMMARY_VARIABLE = "SMOKE_SUMMARY"
 REPORT_DIR = "smoke-report"
+# The load test: the client, aiohttp (loadtest.py's local targets import it) and boto3, at the project's pins.
+PERFORMANCE_PACKAGES = ("aiohttp", "boto3", "numpy", "tritonclient")
+PERFORMANCE_DIR = "perf-report"
+# CodeBuild's credentials come from its container endpoint; a profile that assumes the stage's smoke role from
+# them (botocore: credential_source = EcsContainer) gives the load test the role without touching its CLI.
+PROFILE_COMMAND = (
+    "mkdir -p ~/.aws && printf '[profile stage]\\nrole_arn = %s\\ncredential_source = EcsContainer\\n' "
+    '"$SMOKE_ROLE_ARN" > ~/.aws/config'
+)
 
 
 def pinned_requirements(names: tuple[str, ...], requirements: str | None = None) -> list[str]:
@@ -119,6 +128,75 @@ def smoke_step(
         ),
         primary_output_directory=REPORT_DIR,
         timeout=cdk.Duration.minutes(30),
+    )
+
+
+def performance_commands(stage: TritonStage, performance: PerformanceSettings) -> list[str]:
+    """Per endpoint: its sample request, `loadtest` at the configured concurrency, then the gate (perf_gate.py).
+
+    Each endpoint's first model is the one measured (its archive key names the result's prefix)."""
+    commands = [PROFILE_COMMAND, "export AWS_PROFILE=stage", f"mkdir -p {PERFORMANCE_DIR}"]
+    region = '--region "$SMOKE_REGION"'
+    for endpoint in stage.config.endpoints:
+        located = stage.stacks.plan.endpoint_artifacts(endpoint.name)
+        key = located.models[0].key
+        name = shlex.quote(endpoint.name)
+        out = f"{PERFORMANCE_DIR}/{endpoint.name}"
+        deployed = shlex.quote(stage.config.deployed_endpoint_name(endpoint))
+        regression = (
+            f" --max-regression-percent {performance.max_regression_percent:g}"
+            if performance.max_regression_percent is not None
+            else ""
+        )
+        commands += [
+            'ROUTE="$(python -m endpoint_client.perf_gate inputs --plan-json "$SMOKE_PLAN" '
+            '--bucket "$ARTIFACT_BUCKET" '
+            f'--endpoint {name} --out {shlex.quote(out + ".npz")} {region})"',
+            f"python -m endpoint_client loadtest --endpoint {deployed} "
+            f"{region} $ROUTE --input {shlex.quote(out + '.npz')} --concurrency {performance.concurrency} "
+            f"--duration {performance.duration_seconds:g} --no-cloudwatch --quiet --json {shlex.quote(out + '.json')}",
+            f"python -m endpoint_client.perf_gate check --json {shlex.quote(out + '.json')} "
+            f'--bucket "$ARTIFACT_BUCKET" {region} --artifact-key {shlex.quote(key)} '
+            f"--stage {shlex.quote(stage.config.stage)} --endpoint {name} --slo-p99-ms {performance.slo_p99_ms:g} "
+            f"--min-inferences-per-second {performance.min_inferences_per_second:g}{regression}",
+        ]
+    return commands
+
+
+def performance_step(
+    stage: TritonStage, pipeline: PipelineConfig, source: pipelines.IFileSetProducer
+) -> pipelines.CodeBuildStep:
+    """CodeBuild after the stage's smoke test: load-test each endpoint; a missed SLO, throughput floor or
+    regression fails the stage (docs/pipeline.md, "Performance gate"). Like the smoke step, its role may only
+    assume the stage's smoke role, which SmokeAccessStack extends with the load-test prefix."""
+    performance = pipeline.performance
+    if performance is None:
+        raise ValueError("performance_step: config/pipeline.yaml has no performance section")
+    role_arn = smoke_role_arn(stage)
+    minutes = int(performance.duration_seconds // 60) + 1
+    packages = " ".join(shlex.quote(p) for p in pinned_requirements(PERFORMANCE_PACKAGES))
+    return pipelines.CodeBuildStep(
+        "PerformanceGate",
+        input=source,
+        install_commands=[f"python -m pip install --quiet {packages}"],
+        commands=performance_commands(stage, performance),
+        env={
+            "SMOKE_PLAN": smoke_plan(stage.config, pipeline, plan=stage.stacks.plan).to_json(),
+            "SMOKE_ROLE_ARN": role_arn,
+            "SMOKE_REGION": stage.region or cdk.Aws.REGION,
+        },
+        env_from_cfn_outputs={"ARTIFACT_BUCKET": stage.artifact_bucket_output},
+        role_policy_statements=[
+            iam.PolicyStatement(sid="AssumeStageSmokeRole", actions=["sts:AssumeRole"], resources=[role_arn])
+        ],
+        build_environment=codebuild.BuildEnvironment(build_image=BUILD_IMAGE, compute_type=codebuild.ComputeType.SMALL),
+        partial_build_spec=codebuild.BuildSpec.from_object(
+            {"phases": {"install": {"runtime-versions": RUNTIME_VERSIONS}}}
+        ),
+        primary_output_directory=PERFORMANCE_DIR,
+        # Per endpoint: warm-up (5 s), the measured duration, the first request's retries; 8 hours is CodeBuild's
+        # maximum build timeout.
+        timeout=cdk.Duration.minutes(min(480, 30 + len(stage.config.endpoints) * (2 + minutes))),
     )
 
 

@@ -141,6 +141,39 @@ class SmokeSettings(StrictModel):
         return self.endpoint_max_latency_ms.get(endpoint_name, self.max_latency_ms)
 
 
+# endpoint_client/loadtest.py MAX_CONCURRENCY and MAX_LEVEL_SECONDS: what `loadtest` accepts (checked by a test;
+# not imported: that module loads numpy, the config schema must not).
+MAX_LOADTEST_CONCURRENCY = 1024
+MAX_LOADTEST_SECONDS = 3600.0
+
+
+class PerformanceSettings(StrictModel):
+    """The optional load test after a stage's smoke test (docs/pipeline.md, "Performance gate")."""
+
+    stage: str = Field(
+        pattern=f"^{STAGE_PATTERN}$", description="The stage whose endpoints are load-tested (one of stages)."
+    )
+    concurrency: PositiveInt = Field(
+        le=MAX_LOADTEST_CONCURRENCY,
+        description=f"Closed-loop users of the load test, 1-{MAX_LOADTEST_CONCURRENCY} (loadtest --concurrency).",
+    )
+    duration_seconds: float = Field(
+        gt=0, le=MAX_LOADTEST_SECONDS, description="Seconds measured per endpoint, (0-3600] (loadtest --duration)."
+    )
+    # InvokeEndpoint: containers must answer within 60 seconds; a longer objective could never fail.
+    slo_p99_ms: float = Field(gt=0, le=60_000, description="p99 client latency objective in ms, (0-60000].")
+    min_inferences_per_second: float = Field(
+        gt=0, le=1_000_000, description="Throughput floor in inferences per second, (0-1000000]."
+    )
+    max_regression_percent: float | None = Field(
+        default=None,
+        gt=0,
+        le=100,
+        description="Fail when throughput drops, or p99 rises, by more than this percent against the newest "
+        "load test of another build of the same model, (0-100]. Default: no comparison.",
+    )
+
+
 class PipelineConfig(StrictModel):
     name: str = Field(
         default="triton-promotion",
@@ -172,6 +205,11 @@ class PipelineConfig(StrictModel):
     smoke: SmokeSettings = Field(
         default=SmokeSettings(), description="What the smoke test after each stage's deployment accepts."
     )
+    performance: PerformanceSettings | None = Field(
+        default=None,
+        description="A load test of one stage's endpoints after its smoke test, failing the promotion on a missed "
+        "SLO or throughput floor. Default: none (no step).",
+    )
 
     @field_validator("stages")
     @classmethod
@@ -181,6 +219,13 @@ class PipelineConfig(StrictModel):
         if twice:
             raise ValueError(f"{twice} listed twice; each stage deploys once")
         return stages
+
+    @model_validator(mode="after")
+    def _performance_stage(self) -> PipelineConfig:
+        names = [stage.name for stage in self.stages]
+        if self.performance is not None and self.performance.stage not in names:
+            raise ValueError(f"performance.stage {self.performance.stage!r} is not one of stages ({', '.join(names)})")
+        return self
 
     def stage(self, name: str) -> PipelineStageSettings:
         return next(s for s in self.stages if s.name == name)
