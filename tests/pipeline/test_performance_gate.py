@@ -157,3 +157,22 @@ def test_every_policy_of_the_gated_pipeline_passes_the_iam_tables(gated_pipeline
     assert not findings, "\n".join(str(f) for f in findings)
     findings, _, _ = check_templates([gated_pipeline.template_of()])
     assert not findings, "\n".join(str(f) for f in findings)
+
+
+def test_the_gate_and_the_load_test_import_only_what_the_step_installs() -> None:
+    """The step installs aiohttp, boto3, numpy and tritonclient (stacks/pipeline_steps.py PERFORMANCE_PACKAGES)
+    and runs perf_gate and `python -m endpoint_client loadtest` from the source (as test_smoke_imports.py)."""
+    import subprocess
+
+    from synth_helpers import PROJECT_ROOT
+    from test_smoke_imports import NOT_INSTALLED_BY_THE_STEP
+
+    probe = (
+        "import json, sys\nbefore = set(sys.modules)\n"
+        "import endpoint_client.cli, endpoint_client.loadtest_cli, endpoint_client.perf_gate, endpoint_client.smoke\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in set(sys.modules) - before})))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    imported = set(json.loads(result.stdout.strip().splitlines()[-1]))
+    assert not imported & (NOT_INSTALLED_BY_THE_STEP - {"aiohttp"})
