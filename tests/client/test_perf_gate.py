@@ -163,3 +163,28 @@ def test_unusable_documents_exit_2_with_a_message(tmp_path: Path, capsys: pytest
         assert capsys.readouterr().err.startswith("performance gate: ")
     with pytest.raises(perf_gate.GateInputError, match="not a key models/<model>/<digest>/<file>"):
         perf_gate.build_prefix("other/key.tar.gz")
+
+
+def test_inputs_writes_the_first_models_sample_request_as_loadtest_reads_it(
+    tmp_path: Path, add_sub_archive: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`perf_gate inputs`: the smoke test's sample request (from the archive's config.pbtxt) as a .npz that
+    `loadtest --input FILE.npz` loads (endpoint_client/inputs.py load_array_file), plus the route option."""
+    from endpoint_client.inputs import load_array_file
+    from endpoint_client.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
+
+    key = f"models/add_sub/{DIGEST}/model.tar.gz"
+    model = ModelCheck("add_sub", key, "add_sub.tar.gz")
+    plan = SmokePlan(stage="dev", timed_calls=1, attempts=1, endpoints=[EndpointCheck("mme", "dev-mme", 100, [model])])
+    body = add_sub_archive.read_bytes()
+    s3 = _s3()
+    out = tmp_path / "mme.npz"
+    argv = ["inputs", "--plan-json", plan.to_json(), "--bucket", BUCKET, "--endpoint", "mme", "--out", str(out)]
+    with Stubber(s3) as stubber:
+        response = {"Body": StreamingBody(io.BytesIO(body), len(body))}
+        stubber.add_response("get_object", response, {"Bucket": BUCKET, "Key": key})
+        assert perf_gate.main(argv, s3=s3) == 0
+    assert capsys.readouterr().out.strip() == "--target-model add_sub.tar.gz"
+    assert sorted(load_array_file(str(out))) == ["INPUT0", "INPUT1"]
+    assert perf_gate.main([*argv[:-3], "other", "--out", str(out)], s3=s3) == 2
+    assert "'other': not an endpoint of the plan" in capsys.readouterr().err
