@@ -9,6 +9,7 @@ command is the sandbox's own tmp folder.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ sys.path.insert(0, str(PROJECT_ROOT / "tests" / "model_build"))
 from onnx_fixtures import dynamic_batch_model
 
 MARKER = "<!-- doctest -->"
-LINKED = ("model_build", "triton_cdk", "stacks", "endpoint_client", "examples", "app.py", "cdk.json", ".venv")
+LINKED = ("model_build", "triton_cdk", "stacks", "endpoint_client", "app.py", "cdk.json", ".venv")
 PAGES = [PROJECT_ROOT / "README.md", *sorted((PROJECT_ROOT / "docs").glob("*.md"))]
 
 
@@ -59,6 +60,11 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in LINKED:
         (project / name).symlink_to(PROJECT_ROOT / name)
     subprocess.run(["cp", "-r", str(PROJECT_ROOT / "config"), str(project / "config")], check=True)
+    # Copied, not linked: stage_config's loader takes the project root from its own resolved path, and model
+    # sources must resolve inside it: a stage file a doc command edited (README's `init --append`) names
+    # models/my_model.onnx in the sandbox, the example stages name examples/models/.
+    for name in ("stage_config", "examples"):
+        shutil.copytree(PROJECT_ROOT / name, project / name, ignore=shutil.ignore_patterns("__pycache__"))
     (root / "home").mkdir()
     (root / "tmp").mkdir()
     dynamic_batch_model(root / "home" / "my_model.onnx")
