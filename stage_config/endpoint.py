@@ -171,7 +171,14 @@ class AutoscalingSettings(StrictModel):
         default=None,
         le=1_000_000,
         description="Target of SageMakerVariantInvocationsPerInstance (requests per instance per minute). "
-        "Default: not tracked; set it and/or gpu_utilization_percent.",
+        "Default: not tracked; set it, concurrent_requests_per_model and/or gpu_utilization_percent.",
+    )
+    # Application Auto Scaling TargetValue is a Double with no bound in botocore's model; above 0 is ours.
+    concurrent_requests_per_model: float | None = Field(
+        default=None,
+        gt=0,
+        description="Target of the high-resolution SageMakerVariantConcurrentRequestsPerModelHighResolution "
+        "(requests in flight per model container, emitted every 10 s: faster scale-out). Default: not tracked.",
     )
     gpu_utilization_percent: float | None = Field(
         default=None,
@@ -207,8 +214,12 @@ class AutoscalingSettings(StrictModel):
     def _bounds(self) -> AutoscalingSettings:
         if self.min_capacity > self.max_capacity:
             raise ValueError(f"min_capacity {self.min_capacity} > max_capacity {self.max_capacity}")
-        if self.invocations_per_instance is None and self.gpu_utilization_percent is None:
-            raise ValueError("set invocations_per_instance and/or gpu_utilization_percent (or leave out autoscaling)")
+        targets = (self.invocations_per_instance, self.concurrent_requests_per_model, self.gpu_utilization_percent)
+        if all(t is None for t in targets):
+            raise ValueError(
+                "set invocations_per_instance, concurrent_requests_per_model and/or gpu_utilization_percent "
+                "(or leave out autoscaling)"
+            )
         twice = repeated([action.name for action in self.scheduled])
         if twice:
             # A scalable target holds each scheduled action name once (and the name is the action's construct id).
@@ -549,10 +560,20 @@ class ComponentSettings(StrictModel):
 
 
 class CopyScalingSettings(StrictModel):
-    """Target tracking on SageMakerInferenceComponentInvocationsPerCopy, per component."""
+    """Target tracking on SageMakerInferenceComponentInvocationsPerCopy and/or on the high-resolution
+    SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution, per component."""
 
-    invocations_per_copy: PositiveInt = Field(
-        le=1_000_000, description="Target invocations per copy per minute, 1-1000000."
+    invocations_per_copy: PositiveInt | None = Field(
+        default=None,
+        le=1_000_000,
+        description="Target invocations per copy per minute, 1-1000000. Default: not tracked; set it and/or "
+        "concurrent_requests_per_copy.",
+    )
+    concurrent_requests_per_copy: float | None = Field(
+        default=None,
+        gt=0,
+        description="Target of the high-resolution SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution "
+        "(requests in flight per copy, emitted every 10 s: faster scale-out). Default: not tracked.",
     )
     scale_in_cooldown_seconds: int = Field(
         default=construct_default(ComponentCopyScaling, "scale_in_cooldown_seconds"),
@@ -566,6 +587,12 @@ class CopyScalingSettings(StrictModel):
         le=86400,
         description="Seconds after a scale-out before the policy scales out again (0-86400).",
     )
+
+    @model_validator(mode="after")
+    def _a_target(self) -> CopyScalingSettings:
+        if self.invocations_per_copy is None and self.concurrent_requests_per_copy is None:
+            raise ValueError("set invocations_per_copy and/or concurrent_requests_per_copy")
+        return self
 
 
 class InferenceComponentsSettings(StrictModel):

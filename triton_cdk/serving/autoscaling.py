@@ -1,10 +1,20 @@
 """Autoscaling of a Triton endpoint's variants (Application Auto Scaling).
 
 Per variant: a scalable target on `sagemaker:variant:DesiredInstanceCount` (min >= 1), target
-tracking on SageMakerVariantInvocationsPerInstance and/or on GPUUtilization (a customized metric
+tracking on SageMakerVariantInvocationsPerInstance, on
+SageMakerVariantConcurrentRequestsPerModelHighResolution and/or on GPUUtilization (a customized metric
 on `/aws/sagemaker/Endpoints`), and optional scheduled actions (../shared/README.md,
-"Autoscaling"). GPUUtilization runs 0-100 x GPU count, so the per-GPU target is multiplied by
-the instance's GPU count: 70 % on a 4-GPU ml.g5.12xlarge tracks 280.
+"Autoscaling"). Each target set is its own target-tracking policy on the same scalable target: Application
+Auto Scaling scales out when any policy asks and in only when all do.
+
+The concurrency metric (ConcurrentRequestsPerModel, requests in flight in the model container, queued ones
+included) is high resolution: SageMaker emits it every 10 s instead of every minute, so the policy scales out
+faster on a burst and scales in at the standard pace (SageMaker "Define a scaling policy", "Specify a
+high-resolution predefined metric"). It needs no MetricsConfig: that setting's publish frequency is for the
+utilization metrics (SageMaker API MetricsConfig).
+
+GPUUtilization runs 0-100 x GPU count, so the per-GPU target is multiplied by the instance's GPU count:
+70 % on a 4-GPU ml.g5.12xlarge tracks 280.
 """
 
 from __future__ import annotations
@@ -51,6 +61,7 @@ class ScalingSettings:
     max_capacity: int
     gpu_count: int
     invocations_per_instance: float | None = None
+    concurrent_requests_per_model: float | None = None
     gpu_utilization_percent: float | None = None
     scale_in_cooldown_seconds: int = 300
     scale_out_cooldown_seconds: int = 60
@@ -69,8 +80,11 @@ class ScalingSettings:
             found.append(f"min_capacity must be at least 1 (SageMaker keeps one instance), got {self.min_capacity}")
         if self.max_capacity < self.min_capacity:
             found.append(f"max_capacity {self.max_capacity} is below min_capacity {self.min_capacity}")
-        if self.invocations_per_instance is None and self.gpu_utilization_percent is None:
-            found.append("set invocations_per_instance and/or gpu_utilization_percent")
+        targets = (self.invocations_per_instance, self.concurrent_requests_per_model, self.gpu_utilization_percent)
+        if all(t is None for t in targets):
+            found.append("set invocations_per_instance, concurrent_requests_per_model and/or gpu_utilization_percent")
+        if self.concurrent_requests_per_model is not None and self.concurrent_requests_per_model <= 0:
+            found.append(f"concurrent_requests_per_model must be above 0, got {self.concurrent_requests_per_model}")
         if self.gpu_utilization_percent is not None:
             if self.gpu_count < 1:
                 found.append("GPU-utilization scaling needs a GPU instance; this variant has none")
@@ -144,6 +158,14 @@ class TritonEndpointScaling(Construct):
                 policy_name="InvocationsPerInstance",
                 target_value=settings.invocations_per_instance,
                 predefined_metric=appscaling.PredefinedMetric.SAGEMAKER_VARIANT_INVOCATIONS_PER_INSTANCE,
+                **cooldowns,
+            )
+        if settings.concurrent_requests_per_model is not None:
+            target.scale_to_track_metric(
+                "ConcurrentRequestsPerModel",
+                policy_name="ConcurrentRequestsPerModel",
+                target_value=settings.concurrent_requests_per_model,
+                predefined_metric=appscaling.PredefinedMetric.SAGEMAKER_VARIANT_CONCURRENT_REQUESTS_PER_MODEL_HIGH_RESOLUTION,
                 **cooldowns,
             )
         if settings.gpu_utilization_target is not None:

@@ -3,7 +3,9 @@
 Per component (SageMaker "Scale an endpoint to zero instances"; ../shared/README.md "Inference components"):
 - a scalable target `inference-component/<name>` on `sagemaker:inference-component:DesiredCopyCount`
   (min 0 allowed, unlike variants);
-- target tracking on the predefined `SageMakerInferenceComponentInvocationsPerCopy`;
+- target tracking on the predefined `SageMakerInferenceComponentInvocationsPerCopy` and/or on the high-resolution
+  `SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution` (requests in flight per copy, emitted every
+  10 s: faster scale-out; SageMaker "Define a scaling policy"), each its own policy on the same scalable target;
 - on an endpoint that scales to zero: copies min 0, and a step-scaling policy (ChangeInCapacity +1 from a
   lower bound of 0, MetricAggregationType Maximum, cooldown 60 s) run by an alarm over
   `NoCapacityInvocationFailures` (AWS/SageMaker, InferenceComponentName, Sum over 60 s, one datapoint).
@@ -38,7 +40,8 @@ class CopyScalingSettings:
 
     min_copies: int
     max_copies: int
-    invocations_per_copy: float
+    invocations_per_copy: float | None = None
+    concurrent_requests_per_copy: float | None = None
     scale_in_cooldown_seconds: int = 300
     scale_out_cooldown_seconds: int = 60
 
@@ -46,8 +49,12 @@ class CopyScalingSettings:
         found = []
         if self.min_copies < 0 or self.max_copies < max(1, self.min_copies):
             found.append(f"copies must satisfy 0 <= min {self.min_copies} <= max {self.max_copies}, max >= 1")
-        if self.invocations_per_copy <= 0:
-            found.append(f"invocations_per_copy must be above 0, got {self.invocations_per_copy}")
+        if self.invocations_per_copy is None and self.concurrent_requests_per_copy is None:
+            found.append("set invocations_per_copy and/or concurrent_requests_per_copy")
+        for name in ("invocations_per_copy", "concurrent_requests_per_copy"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                found.append(f"{name} must be above 0, got {value}")
         return found
 
 
@@ -87,14 +94,28 @@ class TritonComponentScaling(Construct):
         )
         # The resource id is a plain string: register after the component exists, deregister before it goes.
         self.target.node.add_dependency(component.resource)
-        self.target.scale_to_track_metric(
-            "InvocationsPerCopy",
-            policy_name="InvocationsPerCopy",  # fixed, as triton_cdk/serving/autoscaling.py explains
-            target_value=settings.invocations_per_copy,
-            predefined_metric=appscaling.PredefinedMetric.SAGEMAKER_INFERENCE_COMPONENT_INVOCATIONS_PER_COPY,
-            scale_in_cooldown=cdk.Duration.seconds(settings.scale_in_cooldown_seconds),
-            scale_out_cooldown=cdk.Duration.seconds(settings.scale_out_cooldown_seconds),
-        )
+        cooldowns = {
+            "scale_in_cooldown": cdk.Duration.seconds(settings.scale_in_cooldown_seconds),
+            "scale_out_cooldown": cdk.Duration.seconds(settings.scale_out_cooldown_seconds),
+        }
+        if settings.invocations_per_copy is not None:
+            self.target.scale_to_track_metric(
+                "InvocationsPerCopy",
+                policy_name="InvocationsPerCopy",  # fixed, as triton_cdk/serving/autoscaling.py explains
+                target_value=settings.invocations_per_copy,
+                predefined_metric=appscaling.PredefinedMetric.SAGEMAKER_INFERENCE_COMPONENT_INVOCATIONS_PER_COPY,
+                **cooldowns,
+            )
+        if settings.concurrent_requests_per_copy is not None:
+            self.target.scale_to_track_metric(
+                "ConcurrentRequestsPerCopy",
+                policy_name="ConcurrentRequestsPerCopy",
+                target_value=settings.concurrent_requests_per_copy,
+                predefined_metric=(
+                    appscaling.PredefinedMetric.SAGEMAKER_INFERENCE_COMPONENT_CONCURRENT_REQUESTS_PER_COPY_HIGH_RESOLUTION
+                ),
+                **cooldowns,
+            )
         self.wake_alarm: cloudwatch.Alarm | None = None
         if settings.min_copies == 0:
             self.wake_alarm = self._wake_from_zero(component)
