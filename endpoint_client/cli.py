@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     invoke = commands.add_parser("invoke", help="send one inference request and print the outputs")
     where = invoke.add_mutually_exclusive_group(required=True)
     where.add_argument("--endpoint-name", help="SageMaker endpoint (boto3 sagemaker-runtime invoke_endpoint)")
-    where.add_argument("--url", help="a local endpoint, e.g. http://127.0.0.1:8080 from `make local`")
+    where.add_argument("--url", help="a local endpoint: the http://127.0.0.1:PORT `make local` (or `local`) prints")
     invoke.add_argument("--region", help="AWS region of the endpoint (default: boto3's configuration)")
     target = invoke.add_mutually_exclusive_group()
     target.add_argument(

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from model_build import pbtxt
 from model_build.app_config import format_validation_error
-from model_build.catalogue import UnknownInstanceTypeError, instance_type
+from model_build.catalogue import V100, UnknownInstanceTypeError, instance_type
 from model_build.check import check_model_config
 from model_build.errors import ModelBuildError
 from model_build.matching import BuildMatchError, ReservedFleet, match_build
@@ -76,6 +76,18 @@ def _build_blocker(instance_type_name: str, triton_release: str | None, fleet: R
         except BuildMatchError as refused:
             error = refused
     return str(error)
+
+
+def _no_build_note(instance_type_name: str, fleet: ReservedFleet | None, refusal: str) -> str:
+    """Why TensorRT is not proposed when no build matches, and what would make it possible."""
+    gpu = instance_type(instance_type_name).gpu
+    if fleet is None and gpu is not None and gpu != V100:
+        return (
+            f"TensorRT on {instance_type_name} ({gpu.model}) needs build.fleet, a CodeBuild reserved-capacity fleet "
+            f"of {gpu.model} hosts: CodeBuild's on-demand GPU builds offer only A10G and V100 (with a fleet, set "
+            "platform: tensorrt_plan)"
+        )
+    return f"no TensorRT build matches: {refusal}"
 
 
 def _batch_axis_blocker(tensors: tuple[TensorSpec, ...]) -> TensorSpec | None:
@@ -182,13 +194,7 @@ def propose_model(
     if gpu and not why_not_tensorrt and instance_type_name:
         no_build = _build_blocker(instance_type_name, triton_release, fleet)
         if no_build:
-            why_not_tensorrt = (
-                f"the stage's build.fleet cannot build TensorRT engines for {instance_type_name}: {no_build}"
-                if fleet is not None
-                else f"TensorRT on {instance_type_name} needs build.fleet (a CodeBuild reserved-capacity fleet with "
-                "hosts of its GPU; then set platform tensorrt_plan): CodeBuild's on-demand GPU builds cannot "
-                f"build its engines: {no_build}"
-            )
+            why_not_tensorrt = _no_build_note(instance_type_name, fleet, no_build)
     entry["platform"] = "tensorrt_plan" if gpu and not why_not_tensorrt else "onnxruntime_onnx"
     if not gpu:
         proposal.notes.append(f"platform: ONNX Runtime ({instance_type_name} has no GPU, so no TensorRT)")

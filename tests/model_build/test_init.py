@@ -198,3 +198,17 @@ def test_cli_g4dn_append_writes_a_config_that_synth_accepts(project, capsys):
     with pytest.raises(BuildMatchError):  # what a tensorrt_plan entry would have met at synth
         match_build(instance_type("ml.g4dn.xlarge"), config.triton_release)
     assert "needs build.fleet" in (project / "config" / "dev.yaml").read_text()
+
+
+def test_g4dn_with_a_fleet_of_another_gpu_gets_onnx_runtime_and_the_refusal(project):
+    """A fleet whose GPU cannot build for T4 (V100 hosts: another architecture) is refused by matching.match_build,
+    so init proposes ONNX Runtime and carries that refusal."""
+    from model_build.commands.init import _Fleet
+
+    onnx_path = dynamic_batch_model(project / "models" / "classifier.onnx")
+    fleet = _Fleet("arn:aws:codebuild:us-east-1:123456789012:fleet/v100:1", "V100")
+    proposal = propose_model(
+        onnx_path.relative_to(project), "classifier", instance_type_name="ml.g4dn.xlarge", fleet=fleet
+    )
+    assert proposal.entry["platform"] == "onnxruntime_onnx"
+    assert any("build.fleet has V100 hosts" in note for note in proposal.notes)
