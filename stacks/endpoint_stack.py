@@ -43,6 +43,7 @@ from triton_cdk.serving.autoscaling import ScalingSettings, ScheduledCapacity
 from triton_cdk.serving.component_monitoring import TritonComponentMonitoring
 from triton_cdk.serving.component_scaling import CopyScalingSettings, TritonComponentScaling
 from triton_cdk.serving.component_sizing import update_headroom_problem
+from triton_cdk.serving.endpoint import MetricsPublishing
 from triton_cdk.serving.inference_components import (
     ComponentRollingUpdate,
     ComponentVariant,
@@ -236,6 +237,11 @@ class EndpointStack(cdk.Stack):
             variants=variants,
             deployment=deployment_policy(settings),
             data_capture=data_capture,
+            metrics=(
+                MetricsPublishing(settings.metrics.enhanced, settings.metrics.publish_frequency_seconds)
+                if settings.metrics
+                else None
+            ),
         )
         if role_additions is not None:
             self.endpoint.node.add_dependency(role_additions)

@@ -49,7 +49,7 @@ from triton_cdk.serving import component_sizing
 from triton_cdk.serving.autoscaling import ScalingSettings
 from triton_cdk.serving.component_scaling import CopyScalingSettings as ComponentCopyScaling
 from triton_cdk.serving.deployment import DEFAULT_BAKE_SECONDS, DEFAULT_MAXIMUM_EXECUTION_TIMEOUT_SECONDS
-from triton_cdk.serving.endpoint import DEFAULT_VARIANT_NAME, DataCapture, ProductionVariant
+from triton_cdk.serving.endpoint import DEFAULT_VARIANT_NAME, DataCapture, MetricsPublishing, ProductionVariant
 from triton_cdk.serving.inference_components import ComponentVariant, TritonInferenceComponent
 from triton_cdk.serving.monitoring import AlarmThresholds
 from triton_cdk.serving.triton_model import TritonModel
@@ -642,6 +642,20 @@ class InferenceComponentsSettings(StrictModel):
         return self
 
 
+class MetricsSettings(StrictModel):
+    """The endpoint config's MetricsConfig (SageMaker API MetricsConfig)."""
+
+    enhanced: bool = Field(
+        default=construct_default(MetricsPublishing, "enhanced_metrics"),
+        description="EnableEnhancedMetrics: utilization and invocation metrics per instance and container.",
+    )
+    publish_frequency_seconds: Literal[10, 30, 60, 120, 180, 240, 300] = Field(
+        default=construct_default(MetricsPublishing, "publish_frequency_seconds"),
+        description="MetricPublishFrequencyInSeconds: 10, 30, 60, 120, 180, 240 or 300. Without enhanced metrics it "
+        "applies to the utilization metrics only (invocation metrics stay at 60).",
+    )
+
+
 class EndpointSettings(StrictModel):
     """One SageMaker endpoint (its own stack), deployed as <stage>-<name>."""
 
@@ -729,6 +743,9 @@ class EndpointSettings(StrictModel):
     )
     data_capture: DataCaptureSettings = Field(
         default=DataCaptureSettings(), description="Request/response capture to the artifact bucket. Default: off."
+    )
+    metrics: MetricsSettings | None = Field(
+        default=None, description="The endpoint config's MetricsConfig. Default: none (SageMaker's defaults)."
     )
     vpc: VpcSettings | None = Field(
         default=None, description="Run the containers' network interfaces in your VPC. Default: none."
@@ -854,6 +871,7 @@ def _component_problems(endpoint: EndpointSettings) -> list[str]:
         "autoscaling": "use inference_components.copy_scaling; instances follow the copies (managed instance scaling)",
         "extra_variants": "a component endpoint has one variant",
         "data_capture": "data capture is not wired for component endpoints in this project",
+        "metrics": "MetricsConfig is not wired for component endpoints in this project yet",
     }
     for field, why in refused.items():
         value = getattr(endpoint, field)

@@ -72,3 +72,27 @@ def test_copy_scaling_needs_a_target(tmp_path):
 def test_a_copy_concurrency_target_not_above_zero_is_refused(tmp_path):
     message = refusal(write(tmp_path, _copy_scaling(concurrent_requests_per_copy=0)))
     assert "endpoints[0].inference_components.copy_scaling.concurrent_requests_per_copy: " in message
+
+
+# `metrics:` (issue #26 part 3): SageMaker API MetricsConfig, MetricPublishFrequencyInSeconds valid values
+# 10, 30, 60, 120, 180, 240, 300.
+
+
+def test_metrics_are_read_with_their_defaults(tmp_path):
+    document = set_path(shipped(), "endpoints.0.metrics", {"enhanced": True})
+    metrics = load_config(write(tmp_path, document, "dev")).endpoints[0].metrics
+    assert metrics.enhanced is True and metrics.publish_frequency_seconds == 60
+
+
+@pytest.mark.parametrize("seconds", [5, 45, 3600])
+def test_an_undocumented_publish_frequency_is_refused_with_its_field(tmp_path, seconds):
+    document = set_path(shipped(), "endpoints.0.metrics", {"publish_frequency_seconds": seconds})
+    message = refusal(write(tmp_path, document, "dev"))
+    assert "dev.yaml: endpoints[0].metrics.publish_frequency_seconds: " in message
+
+
+def test_metrics_are_refused_on_a_component_endpoint(tmp_path):
+    document = shipped(COMPONENTS)
+    document["endpoints"][0]["metrics"] = {"enhanced": True}
+    message = refusal(write(tmp_path, document))
+    assert "metrics is not supported with mode 'inference_components'" in message

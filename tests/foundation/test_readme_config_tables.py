@@ -28,6 +28,7 @@ from stage_config.endpoint import (
     DeploymentSettings,
     EndpointSettings,
     InferenceComponentsSettings,
+    MetricsSettings,
     VariantSettings,
 )
 from triton_cdk.serving import component_sizing
@@ -95,6 +96,7 @@ TABLES = [
     Table("serving.md", "### `autoscaling` (leave out for a fixed instance count)", AutoscalingSettings),
     Table("serving.md", "### `deployment` (how an update shifts traffic)", DeploymentSettings),
     Table("serving.md", "### `alarms`", AlarmSettings),
+    Table("serving.md", "### `metrics` (leave out for SageMaker's defaults)", MetricsSettings),
     Table("serving.md", "### `data_capture`", DataCaptureSettings),
     Table("serving.md", "## Inference components", InferenceComponentsSettings, ellipsis="components.<model>."),
     Table("build.md", "### Configuration (`build:` in `config/<stage>.yaml`)", BuildSettings),

@@ -95,6 +95,35 @@ class ProductionVariant:
         return found
 
 
+# SageMaker API MetricsConfig.MetricPublishFrequencyInSeconds: "Valid values: 10, 30, 60, 120, 180, 240, 300"
+# (default 60; botocore's model states no enum). ../shared/README.md "Checked this round".
+METRIC_PUBLISH_FREQUENCIES = (10, 30, 60, 120, 180, 240, 300)
+
+
+@dataclass(frozen=True)
+class MetricsPublishing:
+    """The endpoint config's MetricsConfig: enhanced metrics (utilization and invocation data per instance and
+    container) and how often metrics reach CloudWatch. With enhanced metrics off the frequency applies to the
+    utilization metrics only; invocation metrics stay at 60 s (SageMaker API MetricsConfig)."""
+
+    enhanced_metrics: bool = False
+    publish_frequency_seconds: int = 60
+
+    def problems(self) -> list[str]:
+        if self.publish_frequency_seconds not in METRIC_PUBLISH_FREQUENCIES:
+            return [
+                f"metrics publish_frequency_seconds must be one of {list(METRIC_PUBLISH_FREQUENCIES)}, "
+                f"got {self.publish_frequency_seconds}"
+            ]
+        return []
+
+    def render(self) -> sagemaker.CfnEndpointConfig.MetricsConfigProperty:
+        return sagemaker.CfnEndpointConfig.MetricsConfigProperty(
+            enable_enhanced_metrics=self.enhanced_metrics,
+            metric_publish_frequency_in_seconds=self.publish_frequency_seconds,
+        )
+
+
 @dataclass(frozen=True)
 class DataCapture:
     """Request/response capture to `s3://<bucket>/<prefix>`, encrypted with `key`."""
@@ -300,6 +329,7 @@ class TritonEndpoint(_EndpointBase):
     - variants: at least one ProductionVariant.
     - deployment: Default: - blue/green, all traffic at once, no bake time.
     - data_capture: Default: - no capture.
+    - metrics: the endpoint config's MetricsConfig. Default: - none (SageMaker's defaults).
 
     Auto-rollback alarms are attached with `add_rollback_alarm` (alarms are built on this
     endpoint's metrics, so they come after it). `retain_instance_counts()` is called by
@@ -316,6 +346,7 @@ class TritonEndpoint(_EndpointBase):
         variants: Sequence[ProductionVariant],
         deployment: DeploymentPolicy | None = None,
         data_capture: DataCapture | None = None,
+        metrics: MetricsPublishing | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.model = model
@@ -324,6 +355,7 @@ class TritonEndpoint(_EndpointBase):
         self.variant_names = [v.name for v in self.variants]
         self.deployment = deployment or DeploymentPolicy.blue_green(TrafficRouting.all_at_once())
         self.data_capture = data_capture
+        self.metrics = metrics
         self.rollback_alarms: list[cloudwatch.IAlarm] = []
         self._check()
 
@@ -345,6 +377,7 @@ class TritonEndpoint(_EndpointBase):
                 for v in self.variants
             ],
             data_capture_config=data_capture.render() if data_capture else None,
+            metrics_config=metrics.render() if metrics else None,
         )
         self.resource = sagemaker.CfnEndpoint(
             self,
@@ -416,5 +449,7 @@ class TritonEndpoint(_EndpointBase):
         problems.extend(self.deployment.validate(variant_count=len(self.variants)))
         if self.data_capture:
             problems.extend(self.data_capture.problems())
+        if self.metrics:
+            problems.extend(self.metrics.problems())
         if problems:
             raise InvalidPropsError(f"TritonEndpoint {self.node.path}: " + "; ".join(problems))
