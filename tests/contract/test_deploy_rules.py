@@ -335,9 +335,9 @@ def test_the_rule_lists_the_regions_that_have_every_gpu_compute_of_the_stage() -
 
 def test_copy_scalings_maximum_counts_where_max_copies_is_left_out(tmp_path) -> None:
     """Without `max_copies`, copy scaling may reach `copy_count` x `max_instances` (stacks/endpoint_stack.py):
-    3 x 2 + 1 x 2 copies of one GPU each, plus 1 new, is 9 GPUs of 2 x 4. The config's own check counts only
-    `copy_count` there; the stack refuses naming the config's fields, before anything is synthesized."""
-    from stacks.app_factory import create_app
+    3 x 2 + 1 x 2 copies of one GPU each, plus 1 new, is 9 GPUs of 2 x 4. The config loader counts what the stack
+    counts (the same `component_sizing.update_headroom_problem`), so the refusal names the config's field and line
+    before anything is synthesized."""
     from stage_config import ConfigError, load_config
 
     document = yaml.safe_load((EXAMPLES_CONFIG_DIR / "components.yaml").read_text())
@@ -348,8 +348,9 @@ def test_copy_scalings_maximum_counts_where_max_copies_is_left_out(tmp_path) -> 
         component.pop("max_copies")
         component["copy_count"] = copies
     (tmp_path / "components.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    config = load_config(tmp_path / "components.yaml")  # accepted by the config check
-    with pytest.raises(ConfigError, match=r"config/components.yaml: endpoints\[name=triton-components\]"):
-        create_app(config, outdir=str(tmp_path / "cdk.out"))
-    with pytest.raises(ConfigError, match=r"9 needed, 2 x ml.g5.12xlarge offer 8; raise max_instances"):
-        create_app(config, outdir=str(tmp_path / "cdk.out2"))
+    with pytest.raises(
+        ConfigError,
+        match=r"endpoints\[0\]: inference_components.max_instances: at their most copies "
+        r"\(resnet50 x 6, yolov5s x 2\).*9 needed, 2 x ml.g5.12xlarge offer 8; raise max_instances",
+    ):
+        load_config(tmp_path / "components.yaml")

@@ -463,7 +463,11 @@ def test_a_layout_without_room_for_one_more_copy_is_refused(tmp_path):
     endpoint = document["endpoints"][0]
     endpoint["inference_components"]["components"]["yolov5s"]["max_copies"] = 2  # 2 + 2 copies = 4 GPUs, no room
     (tmp_path / "components.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    with pytest.raises(ConfigError, match=r"inference_components.max_instances: the most copies plus one more"):
+    with pytest.raises(
+        ConfigError,
+        match=r"inference_components.max_instances: at their most copies \(resnet50 x 2, yolov5s x 2\) the "
+        r"components hold 4 GPUs",
+    ):
         load_config(tmp_path / "components.yaml")
     endpoint["inference_components"]["components"]["yolov5s"]["max_copies"] = 1
     endpoint["deployment"]["rolling_batch_percent"] = 50
