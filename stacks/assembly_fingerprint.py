@@ -122,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--app", type=Path, required=True, help="the stage's cloud assembly (e.g. cdk.out)")
     parser.add_argument("--stage", required=True)
-    parser.add_argument("--config-dir", type=Path, default=Path("config"), help="Default: - config")
+    parser.add_argument("--config-dir", type=Path, default=Path("config"), help="default: config")
     parser.add_argument("--root", type=Path, default=Path("."), help="Default: - the current folder")
     return parser
 

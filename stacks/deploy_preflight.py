@@ -193,7 +193,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m stacks.deploy_preflight", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=COMMANDS, help="the make target about to run")
     parser.add_argument("--stage", default="dev", help="the stage (config-dir/<stage>.yaml); not for deploy-pipeline")
-    parser.add_argument("--config-dir", type=Path, default=Path("config"), help="Default: - config")
+    parser.add_argument("--config-dir", type=Path, default=Path("config"), help="default: config")
     parser.add_argument("--cdk-args", default="", help="CDK_ARGS as make passes them (its --profile is used)")
     return parser
 

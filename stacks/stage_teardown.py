@@ -70,7 +70,7 @@ def delete_in_order(client: Any, stacks: list[StaleStack], out: TextIO) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m stacks.stage_teardown", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stage", required=True)
-    parser.add_argument("--config-dir", type=Path, default=Path("config"), help="Default: - config")
+    parser.add_argument("--config-dir", type=Path, default=Path("config"), help="default: config")
     parser.add_argument("--region", help="Default: - the stage file's region, else the AWS SDK's (AWS_REGION...)")
     parser.add_argument("--cdk-args", default="", help="CDK_ARGS as make passes them (--profile, --force are used)")
     return parser
