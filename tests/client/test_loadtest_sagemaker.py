@@ -197,6 +197,8 @@ def test_no_credentials_is_a_clean_error(monkeypatch: pytest.MonkeyPatch, capsys
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    # boto3.client() uses boto3's default session, which an earlier test may have created with credentials.
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
     code = main(["loadtest", "--endpoint", "ep", "--region", "us-east-1", *TENSOR, "--quiet", "--attempts", "1"])
     err = capsys.readouterr().err
     assert code == 1 and "credentials" in err.lower() and "Traceback" not in err
