@@ -102,17 +102,44 @@ def smoke_step(
     Its role may only assume the stage's smoke role (SmokeAccessStack), which may only invoke that
     stage's endpoints and read its model archives.
     """
-    role_arn = smoke_role_arn(stage)
-    install = ["python -m pip install --quiet " + " ".join(shlex.quote(p) for p in pinned_requirements(SMOKE_PACKAGES))]
-    return pipelines.CodeBuildStep(
+    return _stage_access_step(
         "SmokeTest",
-        input=source,
-        install_commands=install,
+        stage,
+        pipeline,
+        source,
+        packages=SMOKE_PACKAGES,
         commands=[
             'python -m endpoint_client.smoke --plan-json "$SMOKE_PLAN" --bucket "$ARTIFACT_BUCKET" '
             f'--role-arn "$SMOKE_ROLE_ARN" --region "$SMOKE_REGION" --report-dir {REPORT_DIR}',
             f'export {SUMMARY_VARIABLE}="$(cat {REPORT_DIR}/summary.txt)"',
         ],
+        output_directory=REPORT_DIR,
+        timeout=cdk.Duration.minutes(30),
+    )
+
+
+def _stage_access_step(
+    step_id: str,
+    stage: TritonStage,
+    pipeline: PipelineConfig,
+    source: pipelines.IFileSetProducer,
+    *,
+    packages: tuple[str, ...],
+    commands: list[str],
+    output_directory: str,
+    timeout: cdk.Duration,
+) -> pipelines.CodeBuildStep:
+    """A CodeBuild step that works on a deployed stage through its smoke role: the smoke plan, the stage's bucket
+    and region in its environment, `packages` installed at requirements.txt's pins, and a role that may only
+    assume the stage's smoke role (the smoke test and the performance gate)."""
+    role_arn = smoke_role_arn(stage)
+    return pipelines.CodeBuildStep(
+        step_id,
+        input=source,
+        install_commands=[
+            "python -m pip install --quiet " + " ".join(shlex.quote(p) for p in pinned_requirements(packages))
+        ],
+        commands=commands,
         env={
             "SMOKE_PLAN": smoke_plan(stage.config, pipeline, plan=stage.stacks.plan).to_json(),
             "SMOKE_ROLE_ARN": role_arn,
@@ -126,8 +153,8 @@ def smoke_step(
         partial_build_spec=codebuild.BuildSpec.from_object(
             {"phases": {"install": {"runtime-versions": RUNTIME_VERSIONS}}}
         ),
-        primary_output_directory=REPORT_DIR,
-        timeout=cdk.Duration.minutes(30),
+        primary_output_directory=output_directory,
+        timeout=timeout,
     )
 
 
@@ -172,28 +199,15 @@ def performance_step(
     performance = pipeline.performance
     if performance is None:
         raise ValueError("performance_step: config/pipeline.yaml has no performance section")
-    role_arn = smoke_role_arn(stage)
     minutes = int(performance.duration_seconds // 60) + 1
-    packages = " ".join(shlex.quote(p) for p in pinned_requirements(PERFORMANCE_PACKAGES))
-    return pipelines.CodeBuildStep(
+    return _stage_access_step(
         "PerformanceGate",
-        input=source,
-        install_commands=[f"python -m pip install --quiet {packages}"],
+        stage,
+        pipeline,
+        source,
+        packages=PERFORMANCE_PACKAGES,
         commands=performance_commands(stage, performance),
-        env={
-            "SMOKE_PLAN": smoke_plan(stage.config, pipeline, plan=stage.stacks.plan).to_json(),
-            "SMOKE_ROLE_ARN": role_arn,
-            "SMOKE_REGION": stage.region or cdk.Aws.REGION,
-        },
-        env_from_cfn_outputs={"ARTIFACT_BUCKET": stage.artifact_bucket_output},
-        role_policy_statements=[
-            iam.PolicyStatement(sid="AssumeStageSmokeRole", actions=["sts:AssumeRole"], resources=[role_arn])
-        ],
-        build_environment=codebuild.BuildEnvironment(build_image=BUILD_IMAGE, compute_type=codebuild.ComputeType.SMALL),
-        partial_build_spec=codebuild.BuildSpec.from_object(
-            {"phases": {"install": {"runtime-versions": RUNTIME_VERSIONS}}}
-        ),
-        primary_output_directory=PERFORMANCE_DIR,
+        output_directory=PERFORMANCE_DIR,
         # Per endpoint: warm-up (5 s), the measured duration, the first request's retries; 8 hours is CodeBuild's
         # maximum build timeout.
         timeout=cdk.Duration.minutes(min(480, 30 + len(stage.config.endpoints) * (2 + minutes))),
