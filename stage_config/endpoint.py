@@ -43,6 +43,7 @@ from stage_config.api_limits import (
     VOLUME_SIZE_GB,
     WAIT_INTERVAL_SECONDS,
 )
+from stage_config.async_inference import AsyncInferenceSettings, async_problems
 from stage_config.container import ContainerSettings
 from stage_config.schedule import schedule_problem
 from triton_cdk.serving import component_sizing
@@ -747,6 +748,12 @@ class EndpointSettings(StrictModel):
     metrics: MetricsSettings | None = Field(
         default=None, description="The endpoint config's MetricsConfig. Default: none (SageMaker's defaults)."
     )
+    async_inference: AsyncInferenceSettings | None = Field(
+        default=None,
+        description="Asynchronous inference (InvokeEndpointAsync; single_model only): answers and failures in the "
+        "artifact bucket, SNS notifications, backlog scaling to zero (docs/serving.md, 'Asynchronous endpoints'). "
+        "Default: none, a real-time endpoint.",
+    )
     vpc: VpcSettings | None = Field(
         default=None, description="Run the containers' network interfaces in your VPC. Default: none."
     )
@@ -803,6 +810,9 @@ class EndpointSettings(StrictModel):
         if problem:
             raise ValueError(problem)
         self._check_variants()
+        async_problem = async_problems(self)
+        if async_problem:
+            raise ValueError("; ".join(async_problem))
         problems = _component_problems(self)
         if problems:
             raise ValueError("; ".join(problems))

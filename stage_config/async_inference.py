@@ -1,0 +1,148 @@
+"""`async_inference:` on an endpoint (issue #26 part 1): SageMaker Asynchronous Inference.
+
+The endpoint config gets an AsyncInferenceConfig (answers and failures under the stage's artifact bucket at
+stage_config/async_paths.py's prefixes, encrypted with the artifact key; optional success/error SNS topics; the
+container's concurrency per instance), the bucket a lifecycle rule that expires those objects, and the variant
+backlog scaling that may reach zero instances.
+
+What is not here: a request's time to live and invocation timeout are InvokeEndpointAsync parameters
+(`RequestTTLSeconds` 60-21600, `InvocationTimeoutSeconds` 1-3600 in botocore's sagemaker-runtime model), chosen per
+request by the client (`python -m endpoint_client invoke-async`), not endpoint-config members.
+
+Combinations refused at config load, each with its source:
+- mode multi_model / inference_components: this project makes single-model endpoints asynchronous only (the
+  issue's scope); the AsyncInferenceConfig belongs to the endpoint config of a real-time-style variant.
+- `autoscaling:` beside `async_inference:`: SageMaker "Alarms and logs for tracking metrics from asynchronous
+  endpoints": "Invocations" and "InvocationsPerInstance" are not published for asynchronous endpoints, so the
+  invocation target never sees data; backlog scaling (`async_inference.scaling`) replaces it, and one scalable
+  target per variant carries the policies.
+- `extra_variants:` with backlog scaling: the backlog metrics (ApproximateBacklogSizePerInstance,
+  HasBacklogWithoutCapacity) carry the EndpointName dimension only (same page), so they cannot steer one variant
+  among several.
+- deployment.rollback_alarms 'errors_4xx': its alarm is a rate over `Invocations`, which asynchronous endpoints do
+  not publish (same page), so it could never roll a deployment back.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import Field, PositiveInt, model_validator
+
+from model_build.settings import StrictModel
+from stage_config.api_limits import limits
+from triton_cdk.serving.async_inference import (
+    DEFAULT_BACKLOG_PER_INSTANCE,
+    DEFAULT_MAX_BACKLOG_AGE_SECONDS,
+    DEFAULT_OUTPUT_EXPIRATION_DAYS,
+    AsyncScalingSettings,
+)
+
+if TYPE_CHECKING:
+    from stage_config.endpoint import EndpointSettings
+
+# botocore sagemaker, shape MaxConcurrentInvocationsPerInstance (AsyncInferenceClientConfig): 1-1000.
+MAX_CONCURRENT_INVOCATIONS = limits("sagemaker", "MaxConcurrentInvocationsPerInstance")
+# Instance counts: as stage_config.endpoint.MAX_INSTANCE_COUNT (no SageMaker maximum; typo guard).
+_MAX_INSTANCES = 1000
+_SCALING_DEFAULTS = AsyncScalingSettings(min_capacity=0, max_capacity=1)
+ALARMED_DOCS = "docs/serving.md, 'Asynchronous endpoints'"
+
+
+class AsyncScalingConfig(StrictModel):
+    """Backlog scaling of the endpoint's variant (Application Auto Scaling), to zero instances and back."""
+
+    min_capacity: int = Field(
+        default=0,
+        ge=0,
+        le=_MAX_INSTANCES,
+        description="Fewest instances, 0-1000; 0 scales to zero when nothing waits (asynchronous endpoints only) and "
+        "a step policy on HasBacklogWithoutCapacity starts one when a request arrives.",
+    )
+    max_capacity: PositiveInt = Field(default=1, le=_MAX_INSTANCES, description="Most instances, 1-1000.")
+    backlog_per_instance: float = Field(
+        default=DEFAULT_BACKLOG_PER_INSTANCE,
+        gt=0,
+        description="Target of ApproximateBacklogSizePerInstance (queued requests per instance).",
+    )
+    scale_in_cooldown_seconds: int = Field(
+        default=_SCALING_DEFAULTS.scale_in_cooldown_seconds, ge=0, le=86400, description="Seconds (0-86400)."
+    )
+    scale_out_cooldown_seconds: int = Field(
+        default=_SCALING_DEFAULTS.scale_out_cooldown_seconds, ge=0, le=86400, description="Seconds (0-86400)."
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> AsyncScalingConfig:
+        if self.min_capacity > self.max_capacity:
+            raise ValueError(f"min_capacity {self.min_capacity} > max_capacity {self.max_capacity}")
+        return self
+
+
+class AsyncInferenceSettings(StrictModel):
+    """The endpoint answers through S3 (InvokeEndpointAsync) instead of in the response."""
+
+    max_concurrent_invocations_per_instance: int | None = Field(
+        default=None,
+        ge=MAX_CONCURRENT_INVOCATIONS[0],
+        le=MAX_CONCURRENT_INVOCATIONS[1],
+        description=f"Requests SageMaker sends each instance's container at once, {MAX_CONCURRENT_INVOCATIONS[0]}-"
+        f"{MAX_CONCURRENT_INVOCATIONS[1]} (AsyncInferenceClientConfig). Default: SageMaker chooses.",
+    )
+    output_expiration_days: PositiveInt = Field(
+        default=DEFAULT_OUTPUT_EXPIRATION_DAYS,
+        le=3650,
+        description="Days after which the bucket's lifecycle rule deletes inputs, answers and failures under "
+        "async-inference/<endpoint>/ (1-3650).",
+    )
+    notifications: bool = Field(
+        default=True,
+        description="Success and error SNS topics (encrypted with the artifact key) that SageMaker notifies.",
+    )
+    max_backlog_age_seconds: PositiveInt = Field(
+        default=DEFAULT_MAX_BACKLOG_AGE_SECONDS,
+        le=21600,
+        description="Alarm when the oldest queued request is this old (ApproximateAgeOfOldestRequest), 1-21600 s "
+        "(21600: the longest RequestTTLSeconds).",
+    )
+    scaling: AsyncScalingConfig | None = Field(
+        default=None, description="Backlog scaling, min_capacity 0 allowed. Default: none, a fixed instance count."
+    )
+
+
+def async_problems(endpoint: EndpointSettings) -> list[str]:
+    """Why `async_inference:` cannot combine with the rest of the endpoint's settings (module doc: sources)."""
+    settings = endpoint.async_inference
+    if settings is None:
+        return []
+    problems = []
+    if endpoint.mode != "single_model":
+        problems.append(
+            f"async_inference is for mode 'single_model' only (got '{endpoint.mode}'); this project makes "
+            "single-model endpoints asynchronous"
+        )
+    if endpoint.autoscaling is not None:
+        problems.append(
+            "autoscaling: an asynchronous endpoint publishes no Invocations / InvocationsPerInstance (SageMaker "
+            "'Alarms and logs for tracking metrics from asynchronous endpoints'); use async_inference.scaling "
+            "(backlog target tracking, min_capacity 0 allowed) instead"
+        )
+    if endpoint.extra_variants and settings.scaling is not None:
+        problems.append(
+            "extra_variants: backlog scaling follows ApproximateBacklogSizePerInstance, which SageMaker publishes "
+            "per endpoint (EndpointName only), so it cannot scale one of several variants; remove extra_variants or "
+            "async_inference.scaling"
+        )
+    if "errors_4xx" in endpoint.deployment.rollback_alarms:
+        problems.append(
+            "deployment.rollback_alarms: 'errors_4xx' is a rate over Invocations, which asynchronous endpoints do not "
+            "publish (SageMaker 'Alarms and logs for tracking metrics from asynchronous endpoints')"
+        )
+    scaling = settings.scaling
+    if scaling is not None and not scaling.min_capacity <= endpoint.initial_instance_count <= scaling.max_capacity:
+        problems.append(
+            f"initial_instance_count {endpoint.initial_instance_count} must lie within async_inference.scaling "
+            f"min_capacity {scaling.min_capacity} and max_capacity {scaling.max_capacity} (at least 1: "
+            "ProductionVariant InitialInstanceCount)"
+        )
+    return problems
