@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt, field_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from model_build.config_yaml import clip
 from model_build.settings import StrictModel
+from stage_config import triton_metrics
 from stage_config.api_limits import (
     ENVIRONMENT_KEY,
     ENVIRONMENT_VALUE,
@@ -39,7 +40,14 @@ TYPED_VARIABLES = {
 # model), SAGEMAKER_MULTI_MODEL (set by SageMaker for multi-model endpoints) and SAGEMAKER_TRITON_PING_MODE (the
 # serve script overwrites it, so setting it has no effect).
 OWNED_VARIABLES = frozenset(
-    {LOG_VERBOSE, *TYPED_VARIABLES.values(), DEFAULT_MODEL_NAME, "SAGEMAKER_MULTI_MODEL", "SAGEMAKER_TRITON_PING_MODE"}
+    {
+        LOG_VERBOSE,
+        *TYPED_VARIABLES.values(),
+        *triton_metrics.VARIABLES,
+        DEFAULT_MODEL_NAME,
+        "SAGEMAKER_MULTI_MODEL",
+        "SAGEMAKER_TRITON_PING_MODE",
+    }
 )
 
 
@@ -97,6 +105,20 @@ class ContainerSettings(StrictModel):
         description="Extra tritonserver flags (SAGEMAKER_TRITON_ADDITIONAL_ARGS), e.g. "
         "--backend-config=tensorrt,version-compatible=true. Default: none.",
     )
+    # Triton's Prometheus metrics: stage_config/triton_metrics.py (serve script lines 81-88, Triton's port rules).
+    triton_metrics: bool = Field(
+        default=False,
+        description="Triton's Prometheus metrics (SAGEMAKER_TRITON_ALLOW_METRICS=true -> --allow-metrics=true). "
+        "Default: off, as the serve script starts Triton (--allow-metrics=false). How SageMaker would bring them to "
+        "CloudWatch is not documented for Triton: docs/serving.md.",
+    )
+    triton_metrics_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="Triton's metrics port (SAGEMAKER_TRITON_METRICS_PORT -> --metrics-port), 1-65535; only with "
+        "triton_metrics, never 8080 (SageMaker's port) or gRPC's. Default: Triton's, 8002.",
+    )
     extra_environment: dict[str, str] = Field(
         default_factory=dict,
         max_length=MAX_ENVIRONMENT_VARIABLES,
@@ -136,6 +158,15 @@ class ContainerSettings(StrictModel):
             raise ValueError("; ".join(problems))
         return environment
 
+    @model_validator(mode="after")
+    def _triton_metrics(self) -> ContainerSettings:
+        problems = triton_metrics.metrics_problems(
+            self.triton_metrics, self.triton_metrics_port, self.extra_environment, self.additional_args
+        )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
     @field_validator("additional_args")
     @classmethod
     def _additional_args(cls, value: str | None) -> str | None:
@@ -157,6 +188,7 @@ def typed_environment(settings: ContainerSettings) -> dict[str, str]:
         value = getattr(settings, field)
         if value is not None:
             environment[variable] = str(value)
+    environment.update(triton_metrics.metrics_environment(settings.triton_metrics, settings.triton_metrics_port))
     return environment
 
 
