@@ -23,7 +23,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from stacks.deploy_preflight import read_document, stage_files, string_values
+from stacks.deploy_preflight import read_document, stage_files
+from stage_config.placeholders import string_values
 
 FINGERPRINT_FILE = ".inputs-fingerprint"
 # Never inputs of a synth: the assemblies themselves, build outputs, virtual environments, npm's folder; and

@@ -22,15 +22,14 @@ import argparse
 import re
 import shlex
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from model_build.config_yaml import ConfigFileError, clip, read_config_document
+from stage_config.placeholders import PLACEHOLDER, field_name, string_values
 
-# `replace-me`, `REPLACE_ME`, `Replace Me` inside a value; not a word such as "replacement".
-PLACEHOLDER = re.compile(r"(?<![a-z])replace[-_ ]?me(?![a-z])", re.IGNORECASE)
 # What to put in a known placeholder field (the shipped configs' placeholders); any other field gets GENERIC.
 HINTS = {
     "artifacts.bucket_name": (
@@ -72,24 +71,6 @@ class Placeholder:
         return f"{self.where()}: {self.field}: {clip(self.value, 80)!r} is a placeholder; set it to {self.hint()}"
 
 
-def _field(loc: tuple) -> str:
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-def string_values(value: Any, loc: tuple = ()) -> Iterator[tuple[tuple, str]]:
-    if isinstance(value, str):
-        yield loc, value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from string_values(item, (*loc, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from string_values(item, (*loc, index))
-
-
 def read_document(path: Path) -> Any:
     """The file's document, or None when it cannot be read (synth then reports it, naming file and line)."""
     try:
@@ -104,7 +85,7 @@ def find_placeholders(path: Path) -> list[Placeholder]:
     if document is None:
         return []
     return [
-        Placeholder(path, _field(loc), document.line_of(loc), value)
+        Placeholder(path, field_name(loc), document.line_of(loc), value)
         for loc, value in string_values(document.data)
         if PLACEHOLDER.search(value)
     ]

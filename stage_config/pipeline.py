@@ -21,6 +21,7 @@ from model_build.settings import StrictModel, repeated
 from stage_config.api_limits import PIPELINE_NAME
 from stage_config.app import ACCOUNT_PATTERN, REGION_PATTERN, STAGE_PATTERN, AppConfig
 from stage_config.loader import CONFIG_DIR, PROJECT_ROOT, ConfigError, load_stage, read_document, shown_path
+from stage_config.placeholders import placeholder_fields
 
 PIPELINE_CONFIG_PATH = CONFIG_DIR / "pipeline.yaml"
 PLACEHOLDER_CONNECTION_MARKER = "REPLACE-ME"
@@ -231,8 +232,11 @@ class PipelineConfig(StrictModel):
         return next(s for s in self.stages if s.name == name)
 
 
-def pipeline_problems(pipeline: PipelineConfig, stages: dict[str, AppConfig]) -> list[tuple[str, str]]:
-    """(field path, message) for rules joining config/pipeline.yaml and the stage files."""
+def pipeline_problems(
+    pipeline: PipelineConfig, stages: dict[str, AppConfig], readers: list[tuple[str, str]] | None = None
+) -> list[tuple[str, str]]:
+    """(field path, message) for rules joining config/pipeline.yaml and the stage files. With `readers`, the
+    cross-account read grants a promotion needs go there instead (a pipeline not set up yet only warns of them)."""
     problems: list[tuple[str, str]] = []
     order = [s.name for s in pipeline.stages]
     for index, name in enumerate(order):
@@ -256,7 +260,8 @@ def pipeline_problems(pipeline: PipelineConfig, stages: dict[str, AppConfig]) ->
                     )
                 )
             else:
-                problems.extend(_reader_problems(path, pipeline, config, stages[config.promote_from]))
+                found = _reader_problems(path, pipeline, config, stages[config.promote_from])
+                (problems if readers is None else readers).extend(found)
     problems.extend(_bucket_name_problems(order, stages))
     for index, stage in enumerate(pipeline.stages):
         if stage.approval:
@@ -444,22 +449,35 @@ def _with_stage_environment(pipeline: PipelineConfig, stages: dict[str, AppConfi
     configure the pipeline too (issue #27 item 2). Only where the stages name at most one account: across
     accounts, which one is the tooling account is the user's choice (refused by `pipeline_problems`). Said once
     on stderr, never silently; with an account and region in config/pipeline.yaml, those are used as they are.
+    A pipeline not set up yet (a placeholder left, so `make deploy-pipeline` refuses it) across accounts is
+    synthesized from the first stage's environment for checking only, so that `make test` passes for a user of
+    the stages alone; once it is set up, the tooling account is theirs to name.
     """
     if pipeline.account and pipeline.region:
         return pipeline
     accounts = {stages[s.name].account for s in pipeline.stages if s.name in stages and stages[s.name].account}
-    if len(accounts) > 1:  # cross-account: which account is the tooling account is the user's choice
+    unconfigured = placeholder_fields(pipeline.model_dump(mode="json"))
+    if len(accounts) > 1 and not unconfigured:  # cross-account: the tooling account is the user's choice
         return pipeline
     for stage in pipeline.stages:
         config = stages.get(stage.name)
         if config is not None and config.account and config.region:
             account = pipeline.account or config.account
             region = pipeline.region or config.region
-            print(
-                f"WARNING: {shown}: account/region not set: the pipeline deploys from the environment of stage "
-                f"{stage.name!r} ({account}, {region}); set account and region there to choose another",
-                file=sys.stderr,
-            )
+            if len(accounts) > 1:
+                print(
+                    f"WARNING: {shown}: not set up yet (placeholder: {', '.join(unconfigured)}) and its stages use "
+                    f"{len(accounts)} accounts: synthesized from stage {stage.name!r}'s environment ({account}, "
+                    f"{region}) for checking only; set the pipeline's own account and region there before "
+                    "`make deploy-pipeline` (which refuses the placeholder)",
+                    file=sys.stderr,
+                )
+            else:
+                print(
+                    f"WARNING: {shown}: account/region not set: the pipeline deploys from the environment of stage "
+                    f"{stage.name!r} ({account}, {region}); set account and region there to choose another",
+                    file=sys.stderr,
+                )
             return pipeline.model_copy(update={"account": account, "region": region})
     return pipeline
 
@@ -479,9 +497,13 @@ def load_pipeline(
             errors.append(str(error))
     if errors:
         raise ConfigError("\n".join(errors))
-    pipeline = _with_stage_environment(pipeline, stages, shown_path(path))
-    problems = pipeline_problems(pipeline, stages)
+    shown = shown_path(path)
+    pipeline = _with_stage_environment(pipeline, stages, shown)
+    # Not set up yet: `make deploy-pipeline` refuses it, so a stage user's cross-account setup only warns.
+    readers: list[tuple[str, str]] | None = [] if placeholder_fields(pipeline.model_dump(mode="json")) else None
+    problems = pipeline_problems(pipeline, stages, readers)
     if problems:
-        shown = shown_path(path)
         raise ConfigError("\n".join(f"{shown}: {field}: {message}" for field, message in problems))
+    for field, message in readers or []:
+        print(f"WARNING: {shown}: {field}: {message} (before `make deploy-pipeline`)", file=sys.stderr)
     return pipeline, stages

@@ -83,3 +83,45 @@ def test_make_synth_leaves_out_a_pipeline_not_set_up(tmp_path: Path, capsys) -> 
 def test_make_synth_runs_the_pipeline_only_when_configured() -> None:
     makefile = (PROJECT_ROOT / "Makefile").read_text()
     assert "synth: synth-stage\n\t@if $(BIN)/python -m stacks.deploy_preflight pipeline-configured" in makefile
+
+
+def test_a_pipeline_not_set_up_across_accounts_is_synthesized_for_checking(tmp_path: Path, capsys) -> None:
+    """dev and prod in two accounts, config/pipeline.yaml untouched (its connection still a placeholder): the user
+    deploys the stages alone, so loading (and `make test`'s pipeline synth) must not refuse; `make deploy-pipeline`
+    still refuses the placeholder, and once the pipeline is set up its own account is required again."""
+    folder = _configs(tmp_path, 'account: "222222222222"\nregion: us-east-1\n')
+    prod = folder / "prod.yaml"
+    prod.write_text(
+        prod.read_text().replace(
+            '# account: "111111111111"\n# region: us-east-1\n', 'account: "333333333333"\nregion: us-east-1\n', 1
+        )
+    )
+    assert 'account: "333333333333"' in prod.read_text()
+    pipeline, stages = load_pipeline(folder / "pipeline.yaml", folder)
+    assert (pipeline.account, pipeline.region) == ("222222222222", "us-east-1")
+    assert stages["prod"].account == "333333333333"
+    err = capsys.readouterr().err
+    assert "not set up yet (placeholder: source.connection_arn)" in err and "for checking only" in err
+    assert "WARNING" in err and "add 333333333333 to config/dev.yaml artifacts.reader_accounts" in err
+    assert preflight(["deploy-pipeline", "--config-dir", str(folder)]) != 0
+    configured = folder / "pipeline.yaml"
+    configured.write_text(
+        configured.read_text().replace("connection/REPLACE-ME", "connection/0a1b2c3d-0000-4000-8000-000000000000")
+    )
+    with pytest.raises(ConfigError, match="so the pipeline needs its own: set account and region") as refused:
+        load_pipeline(configured, folder)
+    assert "artifacts.reader_accounts" in str(refused.value)  # set up: every problem refuses again
+
+
+def test_make_test_synthesizes_the_pipeline_of_two_accounts_not_set_up(tmp_path: Path) -> None:
+    """The same case through the pipeline app, as `make test` synthesizes config/pipeline.yaml."""
+    from stacks.app_factory import create_pipeline_app
+
+    folder = _configs(tmp_path, 'account: "222222222222"\nregion: us-east-1\n')
+    prod = folder / "prod.yaml"
+    prod.write_text(prod.read_text().replace('# account: "111111111111"\n', 'account: "333333333333"\n', 1))
+    app, stack = create_pipeline_app(
+        *load_pipeline(folder / "pipeline.yaml", folder), outdir=str(tmp_path / "out"), context=cdk_context()
+    )
+    app.synth()
+    assert (stack.account, stack.region) == ("222222222222", "us-east-1")
