@@ -21,6 +21,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from stacks.async_endpoint import add_async_lifecycle_rules
 from stage_config import AppConfig
 from triton_cdk.artifact_build.gpu_regions import gpu_build_region_rule_description
 from triton_cdk.artifacts import ArtifactStore
@@ -83,6 +84,8 @@ class ArtifactStack(cdk.Stack):
             access_log_expiration=cdk.Duration.days(config.artifacts.access_log_expiration_days),
             bucket_name=config.artifacts.bucket_name,
         )
+        # Inputs, answers and failures of asynchronous endpoints expire (stacks/async_endpoint.py).
+        add_async_lifecycle_rules(self.store.bucket, config)
         # The build stack's log groups (CodeBuild, the ensure-artifact functions) are encrypted with this key.
         self.store.allow_log_groups(f"Triton-{config.stage}-")
         for account in config.artifacts.reader_accounts:

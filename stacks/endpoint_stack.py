@@ -15,6 +15,7 @@ from model_build import drivers
 from model_build.catalogue import InstanceType, instance_type
 from stacks.artifact_plan import PlannedEndpoint
 from stacks.artifact_stack import ArtifactImports, ArtifactStack
+from stacks.async_endpoint import scales_on_backlog, serve_async
 from stacks.container_environment import container_environment
 from stage_config import AppConfig, ConfigError
 from stage_config.endpoint import (
@@ -258,6 +259,8 @@ class EndpointStack(cdk.Stack):
             topic=self.topic,
             dashboard_name=f"triton-{endpoint_name}",
         )
+        # `async_inference:` (stacks/async_endpoint.py): AsyncInferenceConfig, grants, backlog scaling, alarms.
+        self.asynchronous = serve_async(self, settings, self.endpoint, shared, self.notifications, self.monitoring)
         # Alarms reach the topic only if its policy and key let CloudWatch in (triton_cdk/notifications.py).
         self.notifications.allow_alarms(self.monitoring.alarm_names)
         for alarm in self.monitoring.alarms_of_kind(settings.deployment.rollback_alarms):
@@ -286,7 +289,7 @@ class EndpointStack(cdk.Stack):
             "InstanceTypeGuard",
             endpoint_name=endpoint_name,
             variants={v.name: v.instance_type for v in variants},
-            autoscaled=[v.name for v in variants] if settings.autoscaling else [],
+            autoscaled=[v.name for v in variants] if settings.autoscaling or scales_on_backlog(settings) else [],
             log_key=self.notifications.key,
         )
         self.endpoint.resource.node.add_dependency(self.instance_type_guard.resource)

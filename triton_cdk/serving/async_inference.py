@@ -340,6 +340,11 @@ class TritonAsyncScaling(Construct):
                 evaluation_periods=2,
                 datapoints_to_alarm=2,
             )
+            # A fixed name, as TritonEndpointScaling's policies: a generated one follows the construct path, which
+            # differs between `make deploy` and the pipeline's stage (PutScalingPolicy names are per target).
+            policy = self.wake_policy.upper_action
+            assert policy is not None
+            policy.node.default_child.policy_name = WAKE_METRIC  # type: ignore[union-attr]
         endpoint.retain_instance_counts()
 
 
@@ -442,7 +447,7 @@ class TritonAsyncMonitoring(Construct):
         name = f"{endpoint_name}-async-{kind.replace('_', '-')}"
         alarm = cloudwatch.Alarm(
             self,
-            "".join(p.capitalize() for p in kind.replace("-", "_").split("_")) + "Alarm",
+            "".join(p[:1].upper() + p[1:] for p in kind.replace("-", "_").split("_")) + "Alarm",
             alarm_name=name,
             alarm_description=f"Asynchronous Triton endpoint {endpoint_name}: {what}",
             metric=metric,

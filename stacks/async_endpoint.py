@@ -1,0 +1,145 @@
+"""An endpoint's `async_inference:` mapped onto the constructs (issue #26 part 1), for stacks/endpoint_stack.py and
+the lifecycle rules of stacks/artifact_stack.py.
+
+The S3 prefixes come from stage_config/async_paths.py (one definition shared with the invoke-async client); the
+constructs receive them as plain strings.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from stage_config import AppConfig
+from stage_config.async_paths import async_prefixes
+from stage_config.endpoint import EndpointSettings
+from triton_cdk.nag import acknowledge
+from triton_cdk.notifications import NotificationTopic
+from triton_cdk.serving.async_inference import (
+    AsyncAlarmThresholds,
+    AsyncInference,
+    AsyncScalingSettings,
+    TritonAsyncMonitoring,
+    TritonAsyncScaling,
+)
+from triton_cdk.serving.endpoint import TritonEndpoint
+from triton_cdk.serving.monitoring import TritonEndpointMonitoring
+
+if TYPE_CHECKING:  # stacks/artifact_stack.py imports this module for its lifecycle rules
+    from stacks.artifact_stack import ArtifactImports
+
+
+def async_root(endpoint_name: str) -> str:
+    """The prefix holding an endpoint's inputs, answers and failures (what its lifecycle rule expires)."""
+    p = async_prefixes(endpoint_name)
+    return posixpath.commonpath([p.input, p.output, p.failure]) + "/"
+
+
+def scales_on_backlog(settings: EndpointSettings) -> bool:
+    """The endpoint's variant is a scalable target of backlog scaling (`async_inference.scaling`)."""
+    return settings.async_inference is not None and settings.async_inference.scaling is not None
+
+
+def add_async_lifecycle_rules(bucket: s3.Bucket, config: AppConfig) -> None:
+    """One expiry rule per asynchronous endpoint of the stage on the artifact bucket (a property of the bucket: no
+    logical id changes; stages without asynchronous endpoints keep their template unchanged)."""
+    for settings in config.endpoints:
+        if settings.async_inference is None:
+            continue
+        bucket.add_lifecycle_rule(
+            id=f"ExpireAsyncInference-{settings.name}",
+            prefix=async_root(settings.name),
+            expiration=cdk.Duration.days(settings.async_inference.output_expiration_days),
+        )
+
+
+@dataclass
+class AsyncEndpointParts:
+    inference: AsyncInference
+    scaling: TritonAsyncScaling | None
+    monitoring: TritonAsyncMonitoring
+
+
+def serve_async(
+    scope: Construct,
+    settings: EndpointSettings,
+    endpoint: TritonEndpoint,
+    artifacts: ArtifactImports,
+    notifications: NotificationTopic,
+    monitoring: TritonEndpointMonitoring,
+) -> AsyncEndpointParts | None:
+    """Make `endpoint` asynchronous as `settings.async_inference` says; None for a real-time endpoint."""
+    a = settings.async_inference
+    if a is None:
+        return None
+    prefixes = async_prefixes(settings.name)
+    inference = AsyncInference(
+        scope,
+        "AsyncInference",
+        bucket=artifacts.bucket,
+        key=artifacts.key,
+        input_prefix=prefixes.input,
+        output_prefix=prefixes.output,
+        failure_prefix=prefixes.failure,
+        notifications=a.notifications,
+        max_concurrent_invocations_per_instance=a.max_concurrent_invocations_per_instance,
+    )
+    inference.output.apply_to(endpoint)
+    role = artifacts.execution_role
+    inference.grant_read_inputs(role)
+    inference.grant_write_results(role)
+    inference.grant_publish(role)
+    # An imported role keeps the grants in a policy of its own (aws-cdk-lib names it Policy<stack id>).
+    for policy in [c for c in role.node.children if isinstance(c, iam.Policy)]:
+        # SageMaker acts as the execution role for every request; the endpoint waits for the role's policy.
+        endpoint.node.add_dependency(policy)
+        export = artifacts.bucket_arn_export_name
+        acknowledge(
+            policy,
+            "AwsSolutions-IAM5",
+            "Asynchronous inference reads inputs and writes answers and failures under this endpoint's own "
+            "prefixes (object keys chosen by the client and by SageMaker); kms:GenerateDataKey* is what "
+            "Topic.grant_publish gives for the topics' key (SNS generates a data key per message).",
+            applies_to=[
+                f"Resource::{export}/{prefixes.input}*",
+                f"Resource::{export}/{prefixes.output}*",
+                f"Resource::{export}/{prefixes.failure}*",
+                "Action::kms:GenerateDataKey*",
+            ],
+        )
+    scaling = None
+    if a.scaling is not None:
+        s = a.scaling
+        scaling = TritonAsyncScaling(
+            scope,
+            "AsyncScaling",
+            endpoint=endpoint,
+            variant=settings.variant_name,
+            settings=AsyncScalingSettings(
+                min_capacity=s.min_capacity,
+                max_capacity=s.max_capacity,
+                backlog_per_instance=s.backlog_per_instance,
+                scale_in_cooldown_seconds=s.scale_in_cooldown_seconds,
+                scale_out_cooldown_seconds=s.scale_out_cooldown_seconds,
+            ),
+        )
+    async_monitoring = TritonAsyncMonitoring(
+        scope,
+        "AsyncMonitoring",
+        endpoint=endpoint,
+        thresholds=AsyncAlarmThresholds(
+            max_backlog_age_seconds=a.max_backlog_age_seconds,
+            period_seconds=settings.alarms.period_seconds,
+        ),
+        topic=notifications.topic,
+        notifications=a.notifications,
+        dashboard=monitoring.dashboard,
+    )
+    notifications.allow_alarms(async_monitoring.alarm_names)
+    return AsyncEndpointParts(inference, scaling, async_monitoring)
