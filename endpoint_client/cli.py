@@ -70,6 +70,70 @@ def _component_name(text: str) -> str:
     return text
 
 
+def add_request_arguments(parser: argparse.ArgumentParser) -> None:
+    """The request's inputs, encoding, outputs and --save-dir: `invoke` and `invoke-async` take the same."""
+    parser.add_argument(
+        "--encoding",
+        choices=[e.value for e in Encoding],
+        default=Encoding.BINARY.value,
+        help="binary+json (default, fast) or plain KServe v2 JSON",
+    )
+    parser.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=FILE.npy|FILE.npz",
+        help="a tensor from a .npy file, or every array of a .npz (repeatable)",
+    )
+    parser.add_argument(
+        "--tensor",
+        action="append",
+        default=[],
+        metavar="NAME=DTYPE:SHAPE:VALUES",
+        help="an inline tensor, e.g. INPUT0=FP32:1x4:1,2,3,4 (repeatable)",
+    )
+    parser.add_argument(
+        "--inputs-json",
+        type=Path,
+        metavar="FILE",
+        help='a KServe v2 request: {"inputs": [{"name", "datatype", "shape", "data"}]}',
+    )
+    parser.add_argument(
+        "--raw",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="a file's bytes as a one-element BYTES tensor, e.g. image=cat.jpg (repeatable)",
+    )
+    parser.add_argument(
+        "--raw-shape",
+        default="1",
+        metavar="SHAPE",
+        help="shape of each --raw tensor, one element in all (default 1; 1x1 for a batching model with dims [1])",
+    )
+    parser.add_argument("--preset", choices=presets.PRESETS, help="build inputs for a default model")
+    parser.add_argument(
+        "--image", type=Path, help="image for --preset resnet50/yolov5s (PPM, .npy, or any format with Pillow)"
+    )
+    parser.add_argument("--text", help="text for --preset bert_base")
+    parser.add_argument(
+        "--rename",
+        action="append",
+        default=[],
+        type=_key_value,
+        metavar="OLD=NEW",
+        help="rename an input (e.g. a preset's default name to your model's)",
+    )
+    parser.add_argument(
+        "--output",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="ask for this output only (repeatable; default: all)",
+    )
+    parser.add_argument("--save-dir", type=Path, help="write every output to DIR/<name>.npy")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m endpoint_client",
@@ -92,66 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="endpoints hosting inference components: the component (InvokeEndpoint's InferenceComponentName)",
     )
     invoke.add_argument("--model-name", help="single-model endpoints: the model's name, used in error messages")
-    invoke.add_argument(
-        "--encoding",
-        choices=[e.value for e in Encoding],
-        default=Encoding.BINARY.value,
-        help="binary+json (default, fast) or plain KServe v2 JSON",
-    )
-    invoke.add_argument(
-        "--input",
-        action="append",
-        default=[],
-        metavar="NAME=FILE.npy|FILE.npz",
-        help="a tensor from a .npy file, or every array of a .npz (repeatable)",
-    )
-    invoke.add_argument(
-        "--tensor",
-        action="append",
-        default=[],
-        metavar="NAME=DTYPE:SHAPE:VALUES",
-        help="an inline tensor, e.g. INPUT0=FP32:1x4:1,2,3,4 (repeatable)",
-    )
-    invoke.add_argument(
-        "--inputs-json",
-        type=Path,
-        metavar="FILE",
-        help='a KServe v2 request: {"inputs": [{"name", "datatype", "shape", "data"}]}',
-    )
-    invoke.add_argument(
-        "--raw",
-        action="append",
-        default=[],
-        metavar="NAME=FILE",
-        help="a file's bytes as a one-element BYTES tensor, e.g. image=cat.jpg (repeatable)",
-    )
-    invoke.add_argument(
-        "--raw-shape",
-        default="1",
-        metavar="SHAPE",
-        help="shape of each --raw tensor, one element in all (default 1; 1x1 for a batching model with dims [1])",
-    )
-    invoke.add_argument("--preset", choices=presets.PRESETS, help="build inputs for a default model")
-    invoke.add_argument(
-        "--image", type=Path, help="image for --preset resnet50/yolov5s (PPM, .npy, or any format with Pillow)"
-    )
-    invoke.add_argument("--text", help="text for --preset bert_base")
-    invoke.add_argument(
-        "--rename",
-        action="append",
-        default=[],
-        type=_key_value,
-        metavar="OLD=NEW",
-        help="rename an input (e.g. a preset's default name to your model's)",
-    )
-    invoke.add_argument(
-        "--output",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="ask for this output only (repeatable; default: all)",
-    )
-    invoke.add_argument("--save-dir", type=Path, help="write every output to DIR/<name>.npy")
+    add_request_arguments(invoke)
     invoke.add_argument(
         "--attempts",
         type=_positive_int,
@@ -221,6 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
     from endpoint_client.loadtest_cli import add_loadtest_parser  # imports this module: registered once it is loaded
 
     add_loadtest_parser(commands)
+    from endpoint_client.async_cli import add_async_parsers  # imports this module too: registered once loaded
+
+    add_async_parsers(commands)
     return parser
 
 

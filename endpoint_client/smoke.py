@@ -37,6 +37,9 @@ from endpoint_client.transport import SageMakerTransport
 from model_build.atomic import write_atomically
 from model_build.errors import ToolError
 
+# How long the smoke test waits for an asynchronous endpoint's answer: InvokeEndpointAsync's default
+# InvocationTimeoutSeconds (900 s, botocore sagemaker-runtime model) plus time for a variant scaled to zero to start.
+ASYNC_WAIT_SECONDS = 1500.0
 SUMMARY_LIMIT = 400  # CodePipeline approval comments (CustomData) hold 500 characters
 SAMPLE_SEED = 0
 
@@ -275,7 +278,9 @@ def run_plan(
                     endpoint,
                     model,
                     model_config,
-                    timed_calls=plan.timed_calls,
+                    # An asynchronous answer's time is queueing and S3 polling, not the model's latency: one call
+                    # checks it end to end (InvokeEndpointAsync, then the output object), untimed.
+                    timed_calls=0 if endpoint.async_input_prefix is not None else plan.timed_calls,
                     clock=clock,
                 )
             except ToolError as error:
@@ -322,11 +327,36 @@ def aws_session(role_arn: str | None, region: str | None, stage: str):
     )
 
 
-def client_factory(plan: SmokePlan, runtime_client, retry: RetryPolicy | None = None) -> ClientFactory:
-    """Clients on a `sagemaker-runtime` boto3 client, retrying ModelNotReadyException `plan.attempts` times."""
+def client_factory(
+    plan: SmokePlan,
+    runtime_client,
+    retry: RetryPolicy | None = None,
+    *,
+    s3_client=None,
+    bucket: str | None = None,
+    async_wait_seconds: float = ASYNC_WAIT_SECONDS,
+) -> ClientFactory:
+    """Clients on a `sagemaker-runtime` boto3 client, retrying ModelNotReadyException `plan.attempts` times.
+
+    Asynchronous endpoints (`async_input_prefix`) are called through InvokeEndpointAsync: the request is uploaded
+    to that prefix of `bucket` with `s3_client`, and the output object awaited (endpoint_client.async_invoke)."""
     retry = retry or RetryPolicy(attempts=plan.attempts, base_delay=2.0, max_delay=30.0)
 
     def client_for(endpoint: EndpointCheck, model: ModelCheck) -> EndpointClient:
+        if endpoint.async_input_prefix is not None:
+            if s3_client is None or not bucket:
+                raise SmokeError(f"endpoint {endpoint.name} is asynchronous: the smoke test needs the stage's bucket")
+            from endpoint_client.async_invoke import AsyncInvoker, AsyncSageMakerTransport, S3Location
+
+            invoker = AsyncInvoker(
+                endpoint.deployed_name,
+                S3Location(bucket, endpoint.async_input_prefix),
+                runtime=runtime_client,
+                s3=s3_client,
+                progress=lambda line: print(f"  {endpoint.name}: {line}", flush=True),
+            )
+            transport = AsyncSageMakerTransport(invoker, wait_timeout=async_wait_seconds, model_name=model.name)
+            return EndpointClient(transport, retry=retry)
         transport = SageMakerTransport(endpoint.deployed_name, client=runtime_client, model_name=model.name)
         return EndpointClient(transport, retry=retry)
 
@@ -359,8 +389,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         plan = SmokePlan.from_json(args.plan_json)
         session = aws_session(args.role_arn, args.region or None, plan.stage)
-        client_for = client_factory(plan, session.client("sagemaker-runtime"))
-        report = run_plan(plan, client_for, s3_config_reader(session.client("s3"), args.bucket))
+        s3 = session.client("s3")
+        client_for = client_factory(plan, session.client("sagemaker-runtime"), s3_client=s3, bucket=args.bucket)
+        report = run_plan(plan, client_for, s3_config_reader(s3, args.bucket))
         write_report(report, args.report_dir)
     except (ToolError, ValueError) as error:
         print(f"ERROR: {error}", file=sys.stderr)

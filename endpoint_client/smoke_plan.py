@@ -29,6 +29,9 @@ class EndpointCheck:
     deployed_name: str  # the SageMaker endpoint name
     max_latency_ms: float
     models: list[ModelCheck]
+    # Asynchronous endpoints (issue #26 part 1): the S3 key prefix in the stage's artifact bucket the smoke test
+    # uploads its requests to (stage_config/async_paths.py); None for real-time endpoints.
+    async_input_prefix: str | None = None
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,8 @@ class SmokePlan:
     def to_json(self) -> str:
         document = asdict(self)
         for endpoint in document["endpoints"]:
+            if endpoint["async_input_prefix"] is None:
+                del endpoint["async_input_prefix"]  # real-time endpoints' plans stay as they were
             for model in endpoint["models"]:
                 if not model["raw_inputs"]:
                     del model["raw_inputs"]  # the plan (the pipeline's template) stays as it was without samples

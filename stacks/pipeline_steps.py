@@ -14,6 +14,7 @@ from endpoint_client.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
 from stacks.pipeline_stage import TritonStage, smoke_role_name
 from stacks.stage_plan import StagePlan, plan_stage
 from stage_config import AppConfig
+from stage_config.async_paths import async_prefixes
 from stage_config.endpoint import component_name
 from stage_config.loader import PROJECT_ROOT
 from stage_config.pipeline import PerformanceSettings, PipelineConfig
@@ -77,6 +78,10 @@ def smoke_plan(config: AppConfig, pipeline: PipelineConfig, *, plan: StagePlan |
                 deployed_name=config.deployed_endpoint_name(endpoint),
                 max_latency_ms=pipeline.smoke.latency_bound_ms(endpoint.name),
                 models=models,
+                # issue #26 part 1: an asynchronous endpoint is smoke-tested through InvokeEndpointAsync
+                async_input_prefix=(
+                    async_prefixes(endpoint.name).input if getattr(endpoint, "async_inference", None) else None
+                ),
             )
         )
     return SmokePlan(
