@@ -1,0 +1,201 @@
+"""`async_inference:` (issue #26 part 1): the config schema's limits and refusals, and the constructs' props.
+
+Sources are named per test; the module docs of stage_config/async_inference.py and
+triton_cdk/serving/async_inference.py quote them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aws_cdk as cdk
+import botocore.session
+import pytest
+import yaml
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Match, Template
+from pydantic import ValidationError
+from synth_helpers import PROJECT_ROOT
+
+from stage_config import ConfigError
+from stage_config.async_inference import MAX_CONCURRENT_INVOCATIONS
+from stage_config.endpoint import EndpointSettings
+from stage_config.loader import load_config
+from triton_cdk.errors import InvalidPropsError
+from triton_cdk.serving.async_inference import AsyncInference, AsyncOutput, AsyncScalingSettings
+
+BASE = {"name": "a", "mode": "single_model", "models": ["m"], "instance_type": "ml.g5.xlarge"}
+EXAMPLE = PROJECT_ROOT / "examples" / "config" / "async.yaml"
+
+
+def endpoint(**changes) -> EndpointSettings:
+    return EndpointSettings(**{**BASE, "async_inference": {}, **changes})
+
+
+def test_concurrency_limits_are_botocores():
+    """botocore sagemaker, shape MaxConcurrentInvocationsPerInstance (AsyncInferenceClientConfig): min 1, max 1000."""
+    metadata = (
+        botocore.session.get_session()
+        .get_service_model("sagemaker")
+        .shape_for("MaxConcurrentInvocationsPerInstance")
+        .metadata
+    )
+    assert (metadata["min"], metadata["max"]) == MAX_CONCURRENT_INVOCATIONS
+    endpoint(async_inference={"max_concurrent_invocations_per_instance": metadata["max"]})
+    for bad in (metadata["min"] - 1, metadata["max"] + 1):
+        with pytest.raises(ValidationError, match="max_concurrent_invocations_per_instance"):
+            endpoint(async_inference={"max_concurrent_invocations_per_instance": bad})
+
+
+def test_request_ttl_and_invocation_timeout_are_not_endpoint_config_members():
+    """botocore: RequestTTLSeconds and InvocationTimeoutSeconds are InvokeEndpointAsync (sagemaker-runtime) parameters,
+    not members of AsyncInferenceConfig, so the endpoint config has no such field (the client sets them)."""
+    session = botocore.session.get_session()
+    invoke = session.get_service_model("sagemaker-runtime").operation_model("InvokeEndpointAsync").input_shape.members
+    assert {"RequestTTLSeconds", "InvocationTimeoutSeconds"} <= set(invoke)
+    sagemaker = session.get_service_model("sagemaker")
+    members = set()
+    for shape in ("AsyncInferenceConfig", "AsyncInferenceOutputConfig", "AsyncInferenceClientConfig"):
+        members |= set(sagemaker.shape_for(shape).members)
+    assert not members & {"RequestTTLSeconds", "InvocationTimeoutSeconds"}
+    with pytest.raises(ValidationError):
+        endpoint(async_inference={"request_ttl_seconds": 600})
+
+
+@pytest.mark.parametrize("mode", ["multi_model", "inference_components"])
+def test_async_is_for_single_model_endpoints(mode):
+    """Issue #26 part 1 scopes async to single-model endpoints (`mode: async`, or an `async_inference:` block on a
+    single-model endpoint)."""
+    with pytest.raises(ValidationError, match="async_inference is for mode 'single_model' only"):
+        endpoint(mode=mode, models=["m", "n"])
+
+
+def test_invocation_autoscaling_is_refused_beside_async():
+    """SageMaker "Alarms and logs for tracking metrics from asynchronous endpoints": Invocations and
+    InvocationsPerInstance are not published for asynchronous endpoints, so invocation-based scaling never sees data."""
+    with pytest.raises(ValidationError, match="publishes no Invocations"):
+        endpoint(autoscaling={"invocations_per_instance": 10})
+
+
+def test_backlog_scaling_is_refused_with_several_variants():
+    """Same page: ApproximateBacklogSizePerInstance and HasBacklogWithoutCapacity carry the EndpointName dimension
+    only, so they cannot steer one of several variants."""
+    with pytest.raises(ValidationError, match="extra_variants"):
+        endpoint(
+            async_inference={"scaling": {}},
+            extra_variants=[{"name": "b", "instance_type": "ml.g5.2xlarge"}],
+        )
+
+
+def test_the_4xx_rate_rollback_alarm_is_refused():
+    """Same page: the 4xx alarm is a rate over Invocations, which asynchronous endpoints do not publish."""
+    with pytest.raises(ValidationError, match="errors_4xx"):
+        endpoint(deployment={"rollback_alarms": ["latency", "errors_4xx"]})
+
+
+def test_scale_to_zero_is_allowed_on_async_only():
+    """SageMaker "Autoscale an asynchronous endpoint": MinCapacity 0 for asynchronous endpoints; real-time variants
+    keep at least one instance (autoscaling.min_capacity >= 1)."""
+    assert endpoint(async_inference={"scaling": {"min_capacity": 0}}).async_inference.scaling.min_capacity == 0
+    with pytest.raises(ValidationError, match="min_capacity"):
+        EndpointSettings(**BASE, autoscaling={"min_capacity": 0, "invocations_per_instance": 10})
+
+
+def test_initial_count_lies_within_the_backlog_scaling_bounds():
+    """ProductionVariant InitialInstanceCount is at least 1; it must also lie within min/max capacity."""
+    with pytest.raises(ValidationError, match="initial_instance_count 3 must lie within"):
+        endpoint(initial_instance_count=3, async_inference={"scaling": {"max_capacity": 2}})
+
+
+def _write(tmp_path: Path, mutate) -> Path:
+    data = yaml.safe_load(EXAMPLE.read_text())
+    mutate(data["endpoints"][0])
+    path = tmp_path / "async.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_refusal_at_config_load_names_the_file_and_the_field(tmp_path):
+    path = _write(tmp_path, lambda e: e.update(mode="multi_model"))
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    message = str(raised.value)
+    assert str(path.name) in message and "async_inference is for mode 'single_model' only" in message
+
+
+def test_the_example_loads():
+    config = load_config(EXAMPLE)
+    (settings,) = config.endpoints
+    assert settings.async_inference.scaling.min_capacity == 0
+
+
+def _stack() -> tuple[cdk.Stack, s3.IBucket, kms.IKey]:
+    stack = cdk.Stack(cdk.App(), "S", env=cdk.Environment(account="111111111111", region="us-east-1"))
+    bucket = s3.Bucket.from_bucket_name(stack, "B", "bucket")
+    key = kms.Key.from_key_arn(stack, "K", "arn:aws:kms:us-east-1:111111111111:key/abc")
+    return stack, bucket, key
+
+
+def test_async_output_renders_the_api_members():
+    """AsyncInferenceOutputConfig: S3OutputPath, S3FailurePath, KmsKeyId, NotificationConfig; ClientConfig
+    MaxConcurrentInvocationsPerInstance (SageMaker API reference)."""
+    stack, bucket, key = _stack()
+    inference = AsyncInference(
+        stack,
+        "Async",
+        bucket=bucket,
+        key=key,
+        input_prefix="async-inference/a/input/",
+        output_prefix="async-inference/a/output/",
+        failure_prefix="async-inference/a/failure/",
+        max_concurrent_invocations_per_instance=4,
+    )
+    rendered = stack.resolve(inference.output.render())
+    assert rendered["outputConfig"]["s3OutputPath"] == "s3://bucket/async-inference/a/output"
+    assert rendered["outputConfig"]["s3FailurePath"] == "s3://bucket/async-inference/a/failure"
+    assert rendered["outputConfig"]["kmsKeyId"] == "arn:aws:kms:us-east-1:111111111111:key/abc"
+    assert set(rendered["outputConfig"]["notificationConfig"]) == {"successTopic", "errorTopic"}
+    assert rendered["clientConfig"] == {"maxConcurrentInvocationsPerInstance": 4}
+    Template.from_stack(stack).resource_count_is("AWS::SNS::Topic", 2)
+    Template.from_stack(stack).has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": Match.any_value()})
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"output_prefix": "/abs/"}, "output_prefix must be relative"),
+        ({"failure_prefix": "async-inference/a/output/"}, "must differ"),
+        ({"max_concurrent_invocations_per_instance": 1001}, "between 1 and 1000"),
+    ],
+)
+def test_async_output_refuses_bad_props(changes, message):
+    _, bucket, key = _stack()
+    props = {
+        "bucket": bucket,
+        "key": key,
+        "output_prefix": "async-inference/a/output/",
+        "failure_prefix": "async-inference/a/failure/",
+        **changes,
+    }
+    assert any(message in p for p in AsyncOutput(**props).problems())
+
+
+def test_scaling_settings_allow_zero_but_not_below():
+    assert AsyncScalingSettings(min_capacity=0, max_capacity=1).problems() == []
+    assert AsyncScalingSettings(min_capacity=-1, max_capacity=1).problems()
+    assert AsyncScalingSettings(min_capacity=0, max_capacity=0).problems()
+
+
+def test_construct_refuses_a_shared_input_prefix():
+    stack, bucket, key = _stack()
+    with pytest.raises(InvalidPropsError, match="input_prefix must differ"):
+        AsyncInference(
+            stack,
+            "Async",
+            bucket=bucket,
+            key=key,
+            input_prefix="async-inference/a/output/",
+            output_prefix="async-inference/a/output/",
+            failure_prefix="async-inference/a/failure/",
+        )
