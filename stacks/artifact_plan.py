@@ -60,4 +60,10 @@ def endpoint_artifacts(config: AppConfig, endpoint: EndpointSettings, base_dir: 
         models=models,
         multi_model=endpoint.mode == "multi_model",
         uncompressed=endpoint.uncompressed_model_data,
+        # The shadow's model is built for the shadow's instance type (stage_config/shadow.py).
+        shadows=(
+            (model_artifact(config, config.model(endpoint.shadow.model), endpoint.shadow.instance_type, base_dir),)
+            if endpoint.shadow
+            else ()
+        ),
     )

@@ -17,6 +17,7 @@ from stacks.artifact_plan import PlannedEndpoint
 from stacks.artifact_stack import ArtifactImports, ArtifactStack
 from stacks.async_endpoint import scales_on_backlog, serve_async
 from stacks.container_environment import container_environment
+from stacks.endpoint_shadow import shadow_comparison, shadow_variant
 from stage_config import AppConfig, ConfigError
 from stage_config.endpoint import (
     ComponentSettings,
@@ -229,6 +230,7 @@ class EndpointStack(cdk.Stack):
         if role_additions is not None:
             # SageMaker checks the role's VPC / S3 permissions when the model and endpoint are created.
             self.model.node.add_dependency(role_additions)
+        self.shadow = shadow_variant(self, config, endpoint_artifacts, shared, image, role_additions)
 
         self.endpoint = TritonEndpoint(
             self,
@@ -243,6 +245,7 @@ class EndpointStack(cdk.Stack):
                 if settings.metrics
                 else None
             ),
+            shadow=self.shadow,
         )
         if role_additions is not None:
             self.endpoint.node.add_dependency(role_additions)
@@ -259,6 +262,8 @@ class EndpointStack(cdk.Stack):
             topic=self.topic,
             dashboard_name=f"triton-{endpoint_name}",
         )
+        if self.shadow:  # dashboard rows only: a shadow's alarm never rolls production back
+            shadow_comparison(self, endpoint_name, settings.variant_name, self.shadow, self.monitoring.dashboard)
         # `async_inference:` (stacks/async_endpoint.py): AsyncInferenceConfig, grants, backlog scaling, alarms.
         self.asynchronous = serve_async(self, settings, self.endpoint, shared, self.notifications, self.monitoring)
         # Alarms reach the topic only if its policy and key let CloudWatch in (triton_cdk/notifications.py).

@@ -27,7 +27,7 @@ def collect_stage_artifacts(located: Iterable[EndpointArtifacts]) -> dict[str, l
     """Every model artifact the endpoints need (composing ones too), by model name (one per distinct key)."""
     by_model: dict[str, list[ModelArtifact]] = {}
     for endpoint in located:
-        served = endpoint.models
+        served = [*endpoint.models, *endpoint.shadows]
         for artifact in (needed for served_artifact in served for needed in served_artifact.with_composing()):
             known = by_model.setdefault(artifact.model.name, [])
             if all(a.key != artifact.key for a in known):

@@ -29,6 +29,7 @@ from stage_config.build import BuildSettings, build_region_problems
 from stage_config.container import environment_size, typed_environment
 from stage_config.endpoint import EndpointSettings, component_name, endpoint_driver_problems
 from stage_config.limits import stack_resource_problems
+from stage_config.shadow import shadow_cross_field_problems
 from triton_cdk.images import known_triton_releases, triton_image
 from triton_cdk.serving.environment import DEFAULT_MODEL_NAME
 
@@ -256,6 +257,7 @@ def cross_field_problems(config: AppConfig) -> list[tuple[str, str]]:
         problems.extend(_endpoint_problems(config, f"endpoints[{index}]", endpoint, set(names), release_known))
         problems.extend(_alarm_window_problems(f"endpoints[{index}].alarms", endpoint))
         problems.extend(_environment_problems(f"endpoints[{index}].container.extra_environment", endpoint))
+        problems.extend(shadow_cross_field_problems(config, f"endpoints[{index}]", endpoint))
     problems.extend(stack_resource_problems(config))
     if release_known:
         problems.extend(build_region_problems(config))  # GPU CodeBuild regions (artifact_build/gpu_regions.py)

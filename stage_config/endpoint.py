@@ -46,6 +46,7 @@ from stage_config.api_limits import (
 from stage_config.async_inference import AsyncInferenceSettings, async_problems
 from stage_config.container import ContainerSettings
 from stage_config.schedule import schedule_problem
+from stage_config.shadow import ShadowSettings, shadow_problems
 from triton_cdk.serving import component_sizing
 from triton_cdk.serving.autoscaling import ScalingSettings
 from triton_cdk.serving.component_scaling import CopyScalingSettings as ComponentCopyScaling
@@ -757,6 +758,11 @@ class EndpointSettings(StrictModel):
     vpc: VpcSettings | None = Field(
         default=None, description="Run the containers' network interfaces in your VPC. Default: none."
     )
+    shadow: ShadowSettings | None = Field(
+        default=None,
+        description="A shadow variant: a sampled copy of live requests, answers not returned "
+        '(docs/serving.md, "Shadow tests"). Default: none.',
+    )
     inference_components: InferenceComponentsSettings | None = Field(
         default=None, description="mode inference_components only. Default: one instance, no copy scaling."
     )
@@ -813,7 +819,7 @@ class EndpointSettings(StrictModel):
         async_problem = async_problems(self)
         if async_problem:
             raise ValueError("; ".join(async_problem))
-        problems = _component_problems(self)
+        problems = _component_problems(self) + shadow_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
         return self

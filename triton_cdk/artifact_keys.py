@@ -64,11 +64,14 @@ class EndpointArtifacts:
       Default: False (it serves its one model's archive).
     - uncompressed: it reads the unpacked model folder (`ModelArtifact.uncompressed_prefix`).
       Default: False (the compressed archive).
+    - shadows: the artifacts its shadow variant serves, each from its compressed archive
+      (triton_cdk/serving/shadow.py). Default: none.
     """
 
     models: list[ModelArtifact]
     multi_model: bool = False
     uncompressed: bool = False
+    shadows: tuple[ModelArtifact, ...] = ()
 
     @property
     def multi_model_prefix(self) -> str:

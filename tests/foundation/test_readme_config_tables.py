@@ -31,6 +31,7 @@ from stage_config.endpoint import (
     MetricsSettings,
     VariantSettings,
 )
+from stage_config.shadow import ShadowSettings
 from triton_cdk.serving import component_sizing
 
 README = PROJECT_ROOT / "README.md"
@@ -98,6 +99,7 @@ TABLES = [
     Table("serving.md", "### `alarms`", AlarmSettings),
     Table("serving.md", "### `metrics` (leave out for SageMaker's defaults)", MetricsSettings),
     Table("serving.md", "### `data_capture`", DataCaptureSettings),
+    Table("serving.md", "## Shadow tests", ShadowSettings),
     Table("serving.md", "## Inference components", InferenceComponentsSettings, ellipsis="components.<model>."),
     Table("build.md", "### Configuration (`build:` in `config/<stage>.yaml`)", BuildSettings),
 ]

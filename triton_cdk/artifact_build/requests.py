@@ -81,6 +81,9 @@ def artifact_requests(endpoints: Sequence[EndpointArtifacts]) -> list[ArtifactRe
                     request.copy_to.append(target)
             if located.uncompressed:
                 request.uncompressed = True
+        for shadow in located.shadows:  # a shadow variant reads its model's archive (composing models first)
+            for needed in shadow.with_composing():
+                requests.setdefault(needed.key, ArtifactRequest(needed))
     return list(requests.values())
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
 import jsii
@@ -27,6 +28,9 @@ from triton_cdk.errors import InvalidPropsError
 from triton_cdk.serving.deployment import DeploymentPolicy, TrafficRouting
 from triton_cdk.serving.metrics import INVOCATION_NAMESPACE, SageMakerInvocationMetrics, sagemaker_metric
 from triton_cdk.serving.triton_model import TritonModel
+
+if TYPE_CHECKING:
+    from triton_cdk.serving.shadow import ShadowVariant
 
 INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"
 # What `grant_invoke` allows: InvokeEndpoint, as aws-cdk-lib's (sagemaker-alpha) Endpoint.grantInvoke. Triton's
@@ -330,6 +334,7 @@ class TritonEndpoint(_EndpointBase):
     - deployment: Default: - blue/green, all traffic at once, no bake time.
     - data_capture: Default: - no capture.
     - metrics: the endpoint config's MetricsConfig. Default: - none (SageMaker's defaults).
+    - shadow: a shadow variant (triton_cdk/serving/shadow.py). Default: - none.
 
     Auto-rollback alarms are attached with `add_rollback_alarm` (alarms are built on this
     endpoint's metrics, so they come after it). `retain_instance_counts()` is called by
@@ -347,6 +352,7 @@ class TritonEndpoint(_EndpointBase):
         deployment: DeploymentPolicy | None = None,
         data_capture: DataCapture | None = None,
         metrics: MetricsPublishing | None = None,
+        shadow: ShadowVariant | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.model = model
@@ -356,6 +362,7 @@ class TritonEndpoint(_EndpointBase):
         self.deployment = deployment or DeploymentPolicy.blue_green(TrafficRouting.all_at_once())
         self.data_capture = data_capture
         self.metrics = metrics
+        self.shadow = shadow
         self.rollback_alarms: list[cloudwatch.IAlarm] = []
         self._check()
 
@@ -378,6 +385,7 @@ class TritonEndpoint(_EndpointBase):
             ],
             data_capture_config=data_capture.render() if data_capture else None,
             metrics_config=metrics.render() if metrics else None,
+            shadow_production_variants=[shadow.render(self.variants[0])] if shadow else None,
         )
         self.resource = sagemaker.CfnEndpoint(
             self,
@@ -451,5 +459,7 @@ class TritonEndpoint(_EndpointBase):
             problems.extend(self.data_capture.problems())
         if self.metrics:
             problems.extend(self.metrics.problems())
+        if self.shadow:
+            problems.extend(self.shadow.problems_with(self.variants))
         if problems:
             raise InvalidPropsError(f"TritonEndpoint {self.node.path}: " + "; ".join(problems))
