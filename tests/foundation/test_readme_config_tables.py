@@ -18,6 +18,7 @@ from synth_helpers import PROJECT_ROOT
 
 from model_build.settings import ModelSettings
 from stage_config import AppConfig
+from stage_config.async_inference import AsyncInferenceSettings
 from stage_config.build import BuildSettings
 from stage_config.endpoint import (
     AlarmSettings,
@@ -100,6 +101,7 @@ TABLES = [
     Table("serving.md", "### `metrics` (leave out for SageMaker's defaults)", MetricsSettings),
     Table("serving.md", "### `data_capture`", DataCaptureSettings),
     Table("serving.md", "## Shadow tests", ShadowSettings),
+    Table("serving.md", "## Asynchronous endpoints", AsyncInferenceSettings),
     Table("serving.md", "## Inference components", InferenceComponentsSettings, ellipsis="components.<model>."),
     Table("build.md", "### Configuration (`build:` in `config/<stage>.yaml`)", BuildSettings),
 ]
