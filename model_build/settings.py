@@ -156,6 +156,29 @@ class ShapeRange(StrictModel):
         return self
 
 
+# Tolerances of the build report's comparison (model_build.accuracy): elementwise, an output passes where
+# |engine - reference| <= atol OR |engine - reference| <= rtol * |reference| (Polygraphy's default check).
+MAX_TOLERANCE = 1e6
+
+
+class AccuracySettings(StrictModel):
+    """How far the engine's outputs may be from ONNX Runtime's on the same inputs (the build report)."""
+
+    atol: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_TOLERANCE,
+        description="Absolute tolerance, 0-1e6. Default: the precision's (fp32 1e-5, Polygraphy's default; fp16 and "
+        "best 1e-2, int8 1e-1: ours).",
+    )
+    rtol: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_TOLERANCE,
+        description="Relative tolerance (of the ONNX Runtime value), 0-1e6. Default: the precision's (as atol).",
+    )
+
+
 class TensorRTSettings(StrictModel):
     """How `trtexec` builds the engine of a `tensorrt_plan` model."""
 
@@ -195,10 +218,90 @@ class TensorRTSettings(StrictModel):
         description="Optimisation profile (min/opt/max) of each input with dynamic non-batch dims, at most 64.",
     )
 
+    accuracy: AccuracySettings | None = Field(
+        default=None,
+        description="Tolerances of the build report's engine-vs-ONNX Runtime comparison ({atol, rtol}); the build "
+        'fails before upload outside them. Default: the precision\'s (docs/build.md, "Build report"). Not part of '
+        "the artifact's key.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_accuracy(self, handler):
+        """`accuracy` is left out when absent: dumps (build documents, build-info.json) stay what they were."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("accuracy", 0) is None:
+            del data["accuracy"]
+        return data
+
     @model_validator(mode="after")
     def _int8_needs_calibration(self) -> TensorRTSettings:
         if self.precision == "int8" and not self.calibration_cache:
             raise ValueError("precision 'int8' needs 'calibration_cache'")
+        return self
+
+
+# The build's tuning grid (docs/build.md "Tuning"): instance counts 1-3 per the issue, a few delays and preferred
+# batch-size sets; each candidate is loaded and load-tested on the build GPU, so the grid stays small.
+MAX_TUNE_CANDIDATES = 12
+MAX_TUNE_LEVEL_SECONDS = 60
+
+
+class TuneCandidates(StrictModel):
+    """The config variants the build loads and load-tests (every combination; at most 12)."""
+
+    instance_counts: list[Annotated[int, Field(ge=1, le=3)]] = Field(
+        default_factory=lambda: [1, 2, 3],
+        min_length=1,
+        max_length=3,
+        description="Instances per GPU to try, each 1-3. Default: [1, 2, 3].",
+    )
+    max_queue_delay_microseconds: list[Annotated[int, Field(ge=0, le=10_000_000)]] = Field(
+        default_factory=list,
+        max_length=4,
+        description="Batcher delays to try, each 0-10000000. Default: the model's dynamic_batching value.",
+    )
+    preferred_batch_sizes: list[list[PositiveInt]] = Field(
+        default_factory=list,
+        max_length=4,
+        description="Preferred batch-size sets to try, each size at most max_batch_size. Default: the model's.",
+    )
+
+
+class TuneSettings(StrictModel):
+    """Opt-in tuning on the build GPU: the best throughput under a p99 latency bound, reported as config lines."""
+
+    slo_p99_ms: float = Field(
+        gt=0, le=60_000, description="p99 latency bound in milliseconds, (0-60000] (InvokeEndpoint's 60 s)."
+    )
+    candidates: TuneCandidates = Field(
+        default=TuneCandidates(),
+        description="The grid: instance_counts x max_queue_delay_microseconds x "
+        "preferred_batch_sizes, at most 12 combinations.",
+    )
+    concurrency: list[Annotated[int, Field(ge=1, le=256)]] = Field(
+        default_factory=lambda: [1, 4, 16],
+        min_length=1,
+        max_length=8,
+        description="Concurrent clients each candidate is load-tested with, each 1-256. Default: [1, 4, 16].",
+    )
+    seconds: float = Field(
+        default=5,
+        gt=0,
+        le=MAX_TUNE_LEVEL_SECONDS,
+        description="Measured seconds per candidate and concurrency, (0-60]. Default: 5.",
+    )
+
+    @model_validator(mode="after")
+    def _bounded(self) -> TuneSettings:
+        c = self.candidates
+        size = (
+            len(c.instance_counts) * max(len(c.max_queue_delay_microseconds), 1) * max(len(c.preferred_batch_sizes), 1)
+        )
+        if size > MAX_TUNE_CANDIDATES:
+            raise ValueError(
+                f"candidates make {size} combinations; at most {MAX_TUNE_CANDIDATES} (each is loaded and load-tested "
+                "in the build)"
+            )
         return self
 
 
@@ -427,7 +530,7 @@ def path_within(folder: str, path: str) -> str | None:
 # Fields that mean nothing for an ensemble (model_config_utils.cc ValidateEnsembleSchedulingConfig: "instance
 # group should not be specified for ensemble", "model_warmup can not be specified for ensemble"; dynamic_batching
 # and ensemble_scheduling are the same `oneof scheduling_choice` in model_config.proto; no TensorRT engine).
-ENSEMBLE_REFUSED_FIELDS = ("source", "instance_groups", "dynamic_batching", "tensorrt", "warmup", "environment")
+ENSEMBLE_REFUSED_FIELDS = ("source", "instance_groups", "dynamic_batching", "tensorrt", "warmup", "environment", "tune")
 
 
 class ModelSettings(StrictModel):
@@ -463,6 +566,11 @@ class ModelSettings(StrictModel):
     )
     tensorrt: TensorRTSettings = Field(
         default=TensorRTSettings(), description="How the TensorRT engine is built (platform tensorrt_plan)."
+    )
+    tune: TuneSettings | None = Field(
+        default=None,
+        description="Tuning in the build (tensorrt_plan only): load-test config variants on the build GPU and report "
+        "the best under slo_p99_ms as config lines; never changes this file. Not part of the artifact's key.",
     )
     warmup: bool = Field(default=False, description="Triton model warm-up before the model serves.")
     response_cache: bool = Field(default=False, description="Triton's response cache for this model.")
@@ -542,6 +650,7 @@ class ModelSettings(StrictModel):
         opt = self.tensorrt.opt_batch_size
         if opt is not None and self.max_batch_size and opt > self.max_batch_size:
             raise ValueError(f"tensorrt.opt_batch_size {opt} exceeds max_batch_size {self.max_batch_size}")
+        self._check_tune()
         if self.platform == "python" and self.source is not None and self.source.kind != "path":
             raise ValueError("platform 'python' needs source.path: a folder holding model.py")
         if self.platform == "tensorrt_plan" and any(group.kind == "KIND_CPU" for group in self.instance_groups):
@@ -552,13 +661,30 @@ class ModelSettings(StrictModel):
             )
         return self
 
+    def _check_tune(self) -> None:
+        """`tune` is measured by the TensorRT build's report (docs/build.md "Tuning")."""
+        if self.tune is None:
+            return
+        if self.platform != "tensorrt_plan":
+            raise ValueError(
+                f"'tune' applies to platform 'tensorrt_plan' (tuned in its GPU build), not {self.platform!r}"
+            )
+        sets = self.tune.candidates.preferred_batch_sizes
+        too_big = sorted({b for sizes in sets for b in sizes if b > self.max_batch_size})
+        if too_big:
+            raise ValueError(
+                f"tune.candidates.preferred_batch_sizes {too_big} exceed max_batch_size {self.max_batch_size}"
+            )
+        if (sets or self.tune.candidates.max_queue_delay_microseconds) and not self.dynamic_batching.enabled:
+            raise ValueError("tune.candidates: batcher settings need dynamic_batching enabled")
+
     @model_serializer(mode="wrap")
     def _omit_absent(self, handler):
         """`source` (ensembles), `ensemble` and `environment` are left out when absent: dumps of models without
         them stay what they were (artifact digests and build documents unchanged), and a dump loads back."""
         data = handler(self)
         if isinstance(data, dict):
-            for name in ("source", "ensemble", "environment"):
+            for name in ("source", "ensemble", "environment", "tune"):
                 if data.get(name, 0) is None:
                     del data[name]
             if self.platform == "ensemble":
@@ -591,4 +717,5 @@ class ModelSettings(StrictModel):
 
     def build_fingerprint(self) -> dict:
         """Everything that changes the artifact's bytes except the source (digested apart)."""
-        return self.model_dump(mode="json", exclude={"source"})
+        # The build report's tolerances and the tuning grid decide what the build measures, not its bytes.
+        return self.model_dump(mode="json", exclude={"source": True, "tune": True, "tensorrt": {"accuracy"}})

@@ -13,4 +13,5 @@ COMMAND_MODULES = (
     "package",
     "key",
     "upload",
+    "report",
 )

@@ -1,0 +1,240 @@
+"""The build report (issue 25): after a TensorRT engine is built, serve it beside the same ONNX on ONNX Runtime,
+compare their outputs on the same inputs (model_build.accuracy: Polygraphy's semantics, tolerances per precision or
+`tensorrt.accuracy`), load-test the engine at a few concurrencies (loadtest.py's engine, in process, against
+Triton's own HTTP route), optionally tune (build_tune.py), and write report.json (model_build.build_report).
+
+Outside the tolerance the check raises AccuracyError, naming each output and its error, and writes no report: the
+build stops there, before `package` and `upload` (docs/build.md "Build report").
+
+Inputs: the user's samples (`--samples inputs.npz`, as `invoke --input` reads them) or generated from the
+model's config.pbtxt at the engine's optimisation shapes (batch: model_build.trt.opt_batch_size; dynamic axes:
+`tensorrt.shapes[].opt`), per data type, from a fixed seed (0): floats uniform in [0, 1), integers in [0, 10) (valid
+token or class ids), booleans. The stage config's smoke samples (config/pipeline.yaml smoke.raw_inputs) are raw
+bytes for models that decode them (BYTES tensors), which no TensorRT engine takes; they do not apply here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tritonclient.grpc import model_config_pb2 as mc
+
+from endpoint_client.build_server import BuildServer, read_model_config, reference_name
+from endpoint_client.codec import encode_request
+from endpoint_client.errors import InvalidInputError
+from endpoint_client.loadtest import Level, Plan, percentiles, run_plan, triton_target
+from model_build.accuracy import SOURCE, AccuracyError, Tolerance, check, compare_outputs, tolerance
+from model_build.build_report import REPORT_SCHEMA_VERSION
+from model_build.settings import ModelSettings
+from model_build.trt import opt_batch_size
+
+SEED = 0
+DEFAULT_CONCURRENCY = (1, 2, 4)
+DEFAULT_SECONDS = 5.0
+MAX_CHECK_SECONDS = 60.0  # per level: the build pays for every second
+
+_NUMPY = {
+    "TYPE_BOOL": np.bool_,
+    "TYPE_UINT8": np.uint8,
+    "TYPE_UINT16": np.uint16,
+    "TYPE_UINT32": np.uint32,
+    "TYPE_UINT64": np.uint64,
+    "TYPE_INT8": np.int8,
+    "TYPE_INT16": np.int16,
+    "TYPE_INT32": np.int32,
+    "TYPE_INT64": np.int64,
+    "TYPE_FP16": np.float16,
+    "TYPE_FP32": np.float32,
+    "TYPE_FP64": np.float64,
+}
+
+
+def opt_inputs(config: mc.ModelConfig, settings: ModelSettings, *, seed: int = SEED) -> dict[str, np.ndarray]:
+    """One request at the engine's optimisation shapes (module docstring), deterministic."""
+    rng = np.random.default_rng(seed)
+    batch = [opt_batch_size(settings)] if config.max_batch_size > 0 else []
+    ranges = {shape.input: list(shape.opt) for shape in settings.tensorrt.shapes}
+    tensors = {}
+    for spec in config.input:
+        type_name = mc.DataType.Name(spec.data_type)
+        dtype = _NUMPY.get(type_name)
+        if dtype is None:
+            raise InvalidInputError(
+                f"model {config.name!r}: input {spec.name!r} is {type_name}; generated inputs cover numeric and "
+                "boolean types: give samples (--samples inputs.npz)"
+            )
+        opt = ranges.get(spec.name)
+        dims = [opt[i] if d < 0 and opt and i < len(opt) else (1 if d < 0 else int(d)) for i, d in enumerate(spec.dims)]
+        shape = batch + dims
+        if dtype is np.bool_:
+            tensors[spec.name] = rng.integers(0, 2, size=shape).astype(np.bool_)
+        elif np.issubdtype(dtype, np.floating):
+            tensors[spec.name] = rng.random(size=shape).astype(dtype)
+        else:
+            tensors[spec.name] = rng.integers(0, 10, size=shape).astype(dtype)
+    return tensors
+
+
+def check_samples(config: mc.ModelConfig, samples: Mapping[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
+    names = [spec.name for spec in config.input]
+    missing, unknown = sorted(set(names) - set(samples)), sorted(set(samples) - set(names))
+    if missing or unknown:
+        raise InvalidInputError(
+            f"{where}: the model's inputs are {', '.join(names)}"
+            + (f"; missing {', '.join(missing)}" if missing else "")
+            + (f"; not inputs of the model: {', '.join(unknown)}" if unknown else "")
+        )
+    return {name: np.asarray(samples[name]) for name in names}
+
+
+def host_facts(nvidia_smi: str = "nvidia-smi") -> tuple[str, str | None]:
+    """(GPU name, driver version) from nvidia-smi; ("none (CPU)", None) where there is none."""
+    executable = shutil.which(nvidia_smi)
+    if executable is None:
+        return "none (CPU)", None
+    try:
+        result = subprocess.run(
+            [executable, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "none (nvidia-smi failed)", None
+    first = result.stdout.strip().splitlines()[0] if result.returncode == 0 and result.stdout.strip() else ""
+    name, _, driver = first.rpartition(",")
+    return (name.strip(), driver.strip()) if name else ("none (nvidia-smi listed no GPU)", None)
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    concurrency: int
+    batch_size: int
+    seconds: float
+    requests: int
+    errors: int
+    requests_per_second: float
+    inferences_per_second: float
+    latency_ms: dict[str, float | None]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def speed_sweep(
+    url: str, model: str, inputs: Mapping[str, np.ndarray], concurrency: Sequence[int], seconds: float
+) -> list[LevelResult]:
+    """loadtest's closed-loop levels against Triton's `/v2/models/<model>/infer`, bounded: `seconds` per level after
+    a warm-up of min(1 s, seconds)."""
+    if not 0 < seconds <= MAX_CHECK_SECONDS:
+        raise InvalidInputError(f"--seconds {seconds}: above 0, at most {MAX_CHECK_SECONDS:g}")
+    request = encode_request(inputs)
+    first = next(iter(inputs.values()))
+    batch = int(first.shape[0]) if first.ndim else 1
+    plan = Plan(tuple(Level(concurrency=c) for c in concurrency), duration=seconds, warmup=min(1.0, seconds))
+    measured = asyncio.run(run_plan(triton_target(url, model, request, timeout=60.0), plan))
+    levels = []
+    for level in measured:
+        ok = len(level.latencies)
+        window = max(level.window_seconds, 1e-9)
+        levels.append(
+            LevelResult(
+                concurrency=int(level.level.concurrency or 0),
+                batch_size=batch,
+                seconds=round(window, 3),
+                requests=level.requests,
+                errors=sum(level.errors.values()),
+                requests_per_second=round(ok / window, 3),
+                inferences_per_second=round(ok * batch / window, 3),
+                latency_ms=percentiles(level.latencies),
+            )
+        )
+    return levels
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
+    seconds: float = DEFAULT_SECONDS
+    samples: Mapping[str, np.ndarray] | None = None
+    artifact_key: str | None = None
+    nvidia_smi: str = "nvidia-smi"
+
+
+def accuracy_section(
+    server: BuildServer, settings: ModelSettings, inputs: Mapping[str, np.ndarray], tol: Tolerance, source: str
+) -> tuple[dict[str, Any], list]:
+    engine = server.infer(settings.name, inputs)
+    reference = server.infer(reference_name(settings.name), inputs)
+    comparisons = compare_outputs(engine, reference, tol)
+    section = {
+        "passed": all(c.passed for c in comparisons),
+        "atol": tol.atol,
+        "rtol": tol.rtol,
+        "tolerance_source": tol.source,
+        "semantics": SOURCE + ": an element fails when |a-b| > atol AND |a-b| > rtol*|b| (b: ONNX Runtime)",
+        "input_source": source,
+        "inputs": {name: {"shape": list(a.shape), "dtype": str(a.dtype)} for name, a in inputs.items()},
+        "outputs": [c.as_dict() for c in comparisons],
+    }
+    return section, comparisons
+
+
+def build_report(
+    server: BuildServer,
+    settings: ModelSettings,
+    repository: Path,
+    options: CheckOptions,
+    build_info: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Compare (AccuracyError outside the tolerance), measure, tune when asked; the report document."""
+    config = read_model_config(repository / settings.name)
+    if options.samples is not None:
+        inputs, source = check_samples(config, options.samples, "--samples"), "samples"
+    else:
+        inputs, source = opt_inputs(config, settings), "generated"
+    accuracy = settings.tensorrt.accuracy
+    tol = tolerance(
+        settings.tensorrt.precision,
+        accuracy.atol if accuracy is not None else None,
+        accuracy.rtol if accuracy is not None else None,
+    )
+    section, comparisons = accuracy_section(server, settings, inputs, tol, source)
+    check(settings.name, comparisons, tol)  # AccuracyError: the build stops, nothing is uploaded
+    speed = speed_sweep(server.url, settings.name, inputs, options.concurrency, options.seconds)
+    tuning = None
+    if settings.tune is not None:
+        from endpoint_client.build_tune import tune
+
+        tuning = tune(server, settings, inputs)
+    gpu, driver = host_facts(options.nvidia_smi)
+    info = dict(build_info or {})
+    return {
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "model": settings.name,
+        "artifact_key": options.artifact_key,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "host": {
+            "gpu": gpu,
+            "driver": driver,
+            "tensorrt": info.get("tensorrt_version"),
+            "triton": server.version(),
+            "trtexec_argv": info.get("argv"),
+            "engine": server.engine,
+        },
+        "accuracy": section,
+        "speed": [level.as_dict() for level in speed],
+        "tuning": tuning,
+    }
+
+
+__all__ = ["AccuracyError", "CheckOptions", "build_report", "opt_inputs", "speed_sweep"]
