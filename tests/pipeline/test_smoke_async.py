@@ -1,0 +1,127 @@
+"""The smoke test of an asynchronous endpoint (issue #26 part 1): InvokeEndpointAsync, then the output object.
+
+Sources: botocore's sagemaker-runtime service model, operation InvokeEndpointAsync (InputLocation, ContentType;
+the reply names OutputLocation and FailureLocation), which botocore's Stubber validates every call against;
+SageMaker Developer Guide "Invoke an Asynchronous Endpoint" (the payload is uploaded to S3 first).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import boto3
+import pytest
+from botocore.response import StreamingBody
+from botocore.stub import Stubber
+from google.protobuf import text_format
+from synth_helpers import PROJECT_ROOT
+from tritonclient.grpc import model_config_pb2 as mc
+
+from endpoint_client import smoke
+from endpoint_client.smoke import client_factory, run_plan
+from endpoint_client.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
+from stage_config.async_paths import async_prefixes
+
+ADD_SUB = text_format.Parse(
+    (PROJECT_ROOT / "examples" / "models" / "add_sub" / "config.pbtxt").read_text(), mc.ModelConfig()
+)
+BUCKET = "stage-bucket"
+PREFIX = async_prefixes("triton-async").input
+OUTPUT = f"s3://{BUCKET}/{async_prefixes('triton-async').output}abc.out"
+FAILURE = f"s3://{BUCKET}/{async_prefixes('triton-async').failure}abc-error.out"
+ANSWER = {
+    "model_name": "add_sub",
+    "outputs": [
+        {"name": name, "datatype": "FP32", "shape": [1, 4], "data": [0.5] * 4} for name in ("OUTPUT0", "OUTPUT1")
+    ],
+}
+
+
+def _clients() -> tuple[Any, Any]:
+    options = {"region_name": "us-east-1", "aws_access_key_id": "x", "aws_secret_access_key": "y"}
+    return boto3.client("sagemaker-runtime", **options), boto3.client("s3", **options)
+
+
+def _plan(prefix: str | None = PREFIX) -> SmokePlan:
+    endpoint = EndpointCheck(
+        "triton-async", "async-triton-async", 100.0, [ModelCheck("add_sub", "k", None)], async_input_prefix=prefix
+    )
+    return SmokePlan("async", timed_calls=3, attempts=2, endpoints=[endpoint])
+
+
+def test_an_async_endpoint_is_called_through_invoke_endpoint_async_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upload under the endpoint's input prefix, InvokeEndpointAsync, wait for the output object; one untimed call
+    (an answer's time is queueing and polling, not the model's latency)."""
+    monkeypatch.setattr("endpoint_client.async_invoke.time.sleep", lambda _: None)
+    runtime, s3 = _clients()
+    answer = json.dumps(ANSWER).encode()
+    puts: list[dict] = []
+    s3.meta.events.register("before-parameter-build.s3.PutObject", lambda params, **_: puts.append(dict(params)))
+    with Stubber(runtime) as runtime_stub, Stubber(s3) as s3_stub:
+        s3_stub.add_response("put_object", {"ETag": '"e"'})
+        runtime_stub.add_response(
+            "invoke_endpoint_async",
+            {"InferenceId": "abc", "OutputLocation": OUTPUT, "FailureLocation": FAILURE},
+        )
+        s3_stub.add_response("head_object", {})
+        s3_stub.add_response("get_object", {"Body": StreamingBody(io.BytesIO(answer), len(answer))})
+        plan = _plan()
+        report = run_plan(
+            plan, client_factory(plan, runtime, s3_client=s3, bucket=BUCKET), lambda model: ADD_SUB, echo=lambda _: None
+        )
+        runtime_stub.assert_no_pending_responses()
+    assert report.passed, report.summary()
+    assert report.results[0].latencies_ms == []
+    assert puts[0]["Bucket"] == BUCKET and puts[0]["Key"].startswith(PREFIX)
+
+
+def test_a_failure_object_fails_the_smoke_test_with_its_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("endpoint_client.async_invoke.time.sleep", lambda _: None)
+    runtime, s3 = _clients()
+    text = b"Received server error (500) from primary: inference failed"
+    with Stubber(runtime) as runtime_stub, Stubber(s3) as s3_stub:
+        s3_stub.add_response("put_object", {"ETag": '"e"'})
+        runtime_stub.add_response(
+            "invoke_endpoint_async", {"InferenceId": "abc", "OutputLocation": OUTPUT, "FailureLocation": FAILURE}
+        )
+        s3_stub.add_client_error("head_object", service_error_code="404", http_status_code=404)
+        s3_stub.add_response("head_object", {})
+        s3_stub.add_response("get_object", {"Body": StreamingBody(io.BytesIO(text), len(text))})
+        plan = _plan()
+        report = run_plan(
+            plan, client_factory(plan, runtime, s3_client=s3, bucket=BUCKET), lambda model: ADD_SUB, echo=lambda _: None
+        )
+    assert not report.passed
+    assert "inference failed" in report.results[0].problems[0]
+
+
+def test_without_the_bucket_an_async_endpoint_fails_clearly() -> None:
+    runtime, _ = _clients()
+    plan = _plan()
+    report = run_plan(plan, client_factory(plan, runtime), lambda model: ADD_SUB, echo=lambda _: None)
+    assert not report.passed and "needs the stage's bucket" in report.results[0].problems[0]
+
+
+def test_the_plan_names_the_input_prefix_only_for_async_endpoints() -> None:
+    """Real-time endpoints' plans serialise as before (the pipeline template unchanged); async ones round-trip."""
+    realtime = _plan(prefix=None)
+    assert "async_input_prefix" not in json.loads(realtime.to_json())["endpoints"][0]
+    assert SmokePlan.from_json(_plan().to_json()) == _plan()
+
+
+def test_the_async_example_stage_is_smoke_tested_asynchronously() -> None:
+    """examples/config/async.yaml: its endpoint's check carries the input prefix of stage_config/async_paths.py."""
+    from stacks.pipeline_steps import smoke_plan
+    from stage_config import load_stage
+    from stage_config.pipeline import PipelineConfig
+
+    config = load_stage("async", PROJECT_ROOT / "examples" / "config")
+    pipeline = PipelineConfig.model_validate(
+        {"name": "p", "source": {"codecommit_repository": "r"}, "stages": [{"name": "async"}]}
+    )
+    plan = smoke_plan(config, pipeline)
+    prefixes = {e.name: e.async_input_prefix for e in plan.endpoints}
+    assert prefixes == {e.name: async_prefixes(e.name).input for e in config.endpoints if e.async_inference}
+    assert smoke.ASYNC_WAIT_SECONDS >= 900  # InvokeEndpointAsync's default InvocationTimeoutSeconds
