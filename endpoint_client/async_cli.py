@@ -13,6 +13,7 @@ API), while the watcher plays SageMaker's queue *in front of* a container, so it
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,11 @@ def add_async_parsers(commands: Any) -> None:
         type=_seconds,
         default=DEFAULT_WAIT_SECONDS,
         help=f"seconds to wait for the answer (default {DEFAULT_WAIT_SECONDS:.0f}); the request stays queued after",
+    )
+    invoke.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the upload and the InvokeEndpointAsync request it would make; call nothing (no AWS needed)",
     )
     invoke.set_defaults(run=run_invoke_async)
 
@@ -222,6 +228,11 @@ def run_invoke_async(args: argparse.Namespace, *, clients: tuple[Any, Any] | Non
     if args.local_input_dir is None:
         endpoint_name, prefix = endpoint_and_prefix(args)
     body = request_body(args)
+    if args.dry_run:
+        if args.local_input_dir is not None:
+            raise InvalidInputError("--dry-run shows SageMaker's requests: not with --local-input-dir")
+        print(json.dumps(dry_run(endpoint_name, prefix, body, args), indent=2))
+        return 0
     if args.local_input_dir is not None:
         from endpoint_client.local_async import LocalAsyncInvoker
 
@@ -245,6 +256,30 @@ def run_invoke_async(args: argparse.Namespace, *, clients: tuple[Any, Any] | Non
         save_outputs(outputs, args.save_dir)
     print(format_report(described, outputs))
     return 0
+
+
+def dry_run(endpoint_name: str, prefix: S3Location, body: async_body.StreamedBody, args: argparse.Namespace) -> dict:
+    """What `invoke-async` would do: the upload (its key is a fresh uuid per request) and InvokeEndpointAsync."""
+    location = f"s3://{prefix.bucket}/{prefix.key}<uuid>"
+    request: dict[str, Any] = {
+        "EndpointName": endpoint_name,
+        "InputLocation": location,
+        "ContentType": body.content_type,
+    }
+    if args.ttl is not None:
+        request["RequestTTLSeconds"] = args.ttl
+    if args.invocation_timeout is not None:
+        request["InvocationTimeoutSeconds"] = args.invocation_timeout
+    return {
+        "upload": {
+            "Bucket": prefix.bucket,
+            "Key": f"{prefix.key}<uuid>",
+            "ContentType": body.content_type,
+            "bytes": body.size,
+        },
+        "InvokeEndpointAsync": request,
+        "wait_timeout_seconds": args.wait_timeout,
+    }
 
 
 def run_local_async(args: argparse.Namespace) -> int:

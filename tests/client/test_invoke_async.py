@@ -429,3 +429,56 @@ def test_cli_config_endpoint_must_be_asynchronous(monkeypatch, capsys) -> None:
     )
     err = capsys.readouterr().err
     assert code == 1 and "no endpoint 'nonexistent'" in err
+
+
+def test_cli_dry_run_shows_the_requests_from_the_stage_config(monkeypatch, capsys) -> None:
+    """--config/--endpoint: the bucket is the stage's artifact bucket and the key under
+    stage_config/async_paths.py's input prefix; the endpoint is the deployed name; nothing is called."""
+    from stage_config.async_paths import async_prefixes
+
+    code = _run(
+        [
+            "invoke-async",
+            "--config",
+            "examples/config/async.yaml",
+            "--endpoint",
+            "triton-async",
+            "--raw",
+            "image=examples/images/cat.jpg",
+            "--ttl",
+            "3600",
+            "--invocation-timeout",
+            "600",
+            "--dry-run",
+        ],
+        monkeypatch,
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    shown = json.loads(out)
+    prefix = async_prefixes("triton-async").input
+    assert shown["upload"]["Bucket"] == "triton-models-async-replace-me"
+    assert shown["upload"]["Key"] == f"{prefix}<uuid>"
+    request = shown["InvokeEndpointAsync"]
+    assert request["EndpointName"] == "async-triton-async"
+    assert request["InputLocation"] == f"s3://triton-models-async-replace-me/{prefix}<uuid>"
+    assert (request["RequestTTLSeconds"], request["InvocationTimeoutSeconds"]) == (3600, 600)
+
+
+def test_cli_a_real_time_endpoint_is_refused_naming_the_field(monkeypatch, capsys) -> None:
+    code = _run(
+        [
+            "invoke-async",
+            "--config",
+            "examples/config/ensemble.yaml",
+            "--endpoint",
+            "triton-ensemble",
+            "--raw",
+            "image=examples/images/cat.jpg",
+            "--dry-run",
+        ],
+        monkeypatch,
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "examples/config/ensemble.yaml: endpoints[0].async_inference: not set" in err
