@@ -63,6 +63,11 @@ def run(args: argparse.Namespace) -> int:
         raise ModelBuildError(f"{args.config}: model {args.model!r}: build reports are for tensorrt_plan models")
     if args.out.exists():
         raise ModelBuildError(f"{args.out} already exists; a build report is written once")
+    if args.out.resolve().is_relative_to(args.repository.resolve()):
+        raise ModelBuildError(
+            f"--out {args.out} lies inside --repository {args.repository}: the report would be packaged into the "
+            "archive, whose key names its bytes; write it beside the archive (e.g. the build's out folder)"
+        )
     samples = input_files.load_array_file(args.samples) if args.samples else None
     if samples is not None and not args.samples.endswith(".npz"):
         raise InvalidInputError("--samples: an .npz file holding every input by name")

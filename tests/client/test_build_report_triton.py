@@ -122,3 +122,13 @@ def test_a_perturbed_engine_fails_the_tolerance_naming_the_output(triton_env: Pa
     assert code == 1
     assert "output 'OUTPUT0'" in stderr and "max abs error 0.5" in stderr and "OUTPUT1" not in stderr
     assert not out.exists()
+
+
+def test_the_report_is_never_written_into_the_repository(tmp_path: Path):
+    """report.json stays out of the archive (its key names the archive's bytes): --out inside --repository is
+    refused before any server starts (no CPU Triton needed)."""
+    config = _stage(tmp_path)
+    reference = _add_sub(tmp_path / "reference.onnx", 0.0)
+    repository = _built(tmp_path, config, reference, 0.0)
+    code, _, stderr = _run(tmp_path / "no-triton", config, repository, reference, repository / MODEL / "report.json")
+    assert code == 1 and "inside --repository" in stderr
