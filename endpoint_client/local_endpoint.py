@@ -234,6 +234,8 @@ class LocalEndpoint:
         self.front: FrontServer | None = None
         self._front_thread: threading.Thread | None = None
         self.triton: TritonHTTP | None = None
+        # Triton's Prometheus metrics on 127.0.0.1 (local_metrics_port); None when the environment turns them off.
+        self.metrics_port: int | None = None
         self.registry: ModelRegistry | None = None
         # Models served by a Python-backend stand-in (ONNX Runtime on the CPU): endpoint_client.onnx_standin.
         self.substitutions: list[Substitution] = []
@@ -250,6 +252,11 @@ class LocalEndpoint:
         if address.is_unspecified:
             return f"http://{LOOPBACK if address.version == 4 else '[::1]'}:{self.port}"
         return f"http://{self.host}:{self.port}" if address.version == 4 else f"http://[{self.host}]:{self.port}"
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Triton's Prometheus metrics, on loopback only (None when off or not started)."""
+        return f"http://{LOOPBACK}:{self.metrics_port}/metrics" if self.metrics_port is not None else None
 
     def __enter__(self) -> LocalEndpoint:
         self.start()
@@ -311,13 +318,19 @@ class LocalEndpoint:
                 container_env, model_repository=model_repository, multi_model_repository=multi_model_repository
             )
             self.triton = TritonHTTP(free_port())
+            self.metrics_port = local_metrics_port(container_env)
             backends = install.prepare_backends(self.workdir / "backends")
         except BaseException:
             self.stop()
             raise
         arguments = [
             str(install.binary),
-            *local_arguments(self.plan.arguments, http_port=self.triton.port, multi_model=self.plan.multi_model),
+            *local_arguments(
+                self.plan.arguments,
+                http_port=self.triton.port,
+                multi_model=self.plan.multi_model,
+                metrics_port=self.metrics_port,
+            ),
             f"--backend-directory={backends}",
             # Local-only: a shared-memory prefix of its own so two local endpoints never share regions.
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
@@ -455,6 +468,23 @@ class LocalEndpoint:
         if status != 200:
             raise LocalEndpointError(f"listing models failed: HTTP {status}: {error_message(body)}")
         return [model["modelName"] for model in json.loads(body).get("models", [])]
+
+
+def local_metrics_port(container_environment: Mapping[str, str]) -> int | None:
+    """Where the local Triton serves its Prometheus metrics (always on 127.0.0.1, triton_backend.local_arguments).
+
+    On unless the environment says SAGEMAKER_TRITON_ALLOW_METRICS=false: on SageMaker they are off unless the
+    variable is set (Triton's docker/sagemaker/serve lines 81-85), but locally they cost nothing, listen on loopback
+    only and show queue vs compute time (the load test reads them). The port is SAGEMAKER_TRITON_METRICS_PORT when
+    given, else a free one (Triton's default 8002 would collide between two local endpoints)."""
+    if container_environment.get("SAGEMAKER_TRITON_ALLOW_METRICS", "").strip().lower() == "false":
+        return None
+    port = container_environment.get("SAGEMAKER_TRITON_METRICS_PORT", "").strip()
+    if port:
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise LocalEndpointError(f"SAGEMAKER_TRITON_METRICS_PORT {port[:20]!r} is not a port (1-65535)")
+        return int(port)
+    return free_port()
 
 
 def _die_with_parent() -> None:

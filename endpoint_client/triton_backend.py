@@ -87,9 +87,12 @@ def network_options_in(additional_args: str) -> list[str]:
     return found
 
 
-def local_arguments(plan_arguments: Sequence[str], *, http_port: int, multi_model: bool) -> list[str]:
+def local_arguments(
+    plan_arguments: Sequence[str], *, http_port: int, multi_model: bool, metrics_port: int | None = None
+) -> list[str]:
     """The serve script's arguments with the SageMaker service swapped for KServe HTTP on loopback, the
-    model-load paths closed (module docstring) and no secret anywhere."""
+    model-load paths closed (module docstring) and no secret anywhere. `metrics_port`: Triton's Prometheus
+    metrics on 127.0.0.1 at that port (whatever the environment said); None leaves them to the environment."""
     arguments = []
     for argument in plan_arguments:
         flag, _, value = argument.partition("=")
@@ -103,9 +106,11 @@ def local_arguments(plan_arguments: Sequence[str], *, http_port: int, multi_mode
         arguments.append(argument)
     locked = ",".join(LOCKED_APIS if multi_model else LOCKED_APIS_SINGLE_MODEL)
     control = ["--model-control-mode=poll", f"--repository-poll-secs={REPOSITORY_POLL_SECONDS}"] if multi_model else []
+    metrics = ["--allow-metrics=true", f"--metrics-port={metrics_port}"] if metrics_port is not None else []
     return [
         *arguments,
         *control,
+        *metrics,
         "--allow-sagemaker=false",
         "--allow-vertex-ai=false",
         "--allow-http=true",

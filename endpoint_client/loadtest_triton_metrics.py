@@ -1,0 +1,121 @@
+"""Queue vs compute time per load level, read from a local Triton's Prometheus metrics (issue #26 part 3).
+
+Triton's request metrics (triton-inference-server/server `docs/user_guide/metrics.md`, "Inference Request
+Metrics"), per model and version (summed here over versions and, for failures, reasons; 2.51 also labels the
+repository `namespace`), updated per request (not on the --metrics-interval-ms timer, so a scrape right after a
+level is exact): `nv_inference_request_success` / `_failure` (each request counts 1, whatever its batch),
+and the cumulative microseconds `nv_inference_request_duration_us` (end to end in Triton),
+`nv_inference_queue_duration_us` (waiting in the scheduling queue) and `nv_inference_compute_infer_duration_us`
+(executing the model). The difference of two scrapes divided by the requests in between gives the mean per request
+of that level: queue time growing while compute stays flat says the model's instances are saturated.
+
+Only the local endpoint's metrics (`LocalEndpoint.metrics_url`, 127.0.0.1) are read: SageMaker's container metrics
+are not reachable from a client (docs/serving.md "Triton's own metrics").
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+
+SUCCESS = "nv_inference_request_success"
+FAILURE = "nv_inference_request_failure"
+REQUEST_US = "nv_inference_request_duration_us"
+QUEUE_US = "nv_inference_queue_duration_us"
+COMPUTE_INFER_US = "nv_inference_compute_infer_duration_us"
+COUNTERS = (SUCCESS, FAILURE, REQUEST_US, QUEUE_US, COMPUTE_INFER_US)
+MAX_SCRAPE_BYTES = 16 * 2**20  # a metrics page of thousands of models stays far below
+
+# Prometheus text exposition format: name{label="value",...} value [timestamp]
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$")
+_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+
+
+class MetricsUnavailable(Exception):
+    """The metrics URL did not answer with a metrics page."""
+
+
+def per_model(text: str) -> dict[str, dict[str, float]]:
+    """{model: {counter: value}} for COUNTERS, summed over the model's versions; other lines are skipped."""
+    models: dict[str, dict[str, float]] = {}
+    for line in text.splitlines():
+        match = _SAMPLE.match(line.strip())
+        if not match or match["name"] not in COUNTERS:
+            continue
+        labels = dict(_LABEL.findall(match["labels"] or ""))
+        try:
+            value = float(match["value"])
+        except ValueError:
+            continue
+        if "model" in labels and math.isfinite(value):
+            counters = models.setdefault(labels["model"], dict.fromkeys(COUNTERS, 0.0))
+            counters[match["name"]] += value
+    return models
+
+
+def scrape(url: str, timeout: float = 5.0) -> dict[str, dict[str, float]]:
+    """The per-model counters of a metrics page on loopback (the local endpoint's only)."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise MetricsUnavailable(f"{url}: only a local endpoint's metrics (on loopback) are read")
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as reply:
+            body = reply.read(MAX_SCRAPE_BYTES + 1)
+    except (urllib.error.URLError, OSError) as error:
+        raise MetricsUnavailable(f"{url}: {getattr(error, 'reason', error)}") from None
+    if len(body) > MAX_SCRAPE_BYTES:
+        raise MetricsUnavailable(f"{url}: over {MAX_SCRAPE_BYTES} bytes; not a Triton metrics page")
+    return per_model(body.decode("utf-8", "replace"))
+
+
+@dataclass(frozen=True)
+class QueueCompute:
+    """One model over one level: requests Triton finished and mean microseconds per request."""
+
+    model: str
+    requests: int
+    failures: int
+    request_us: float
+    queue_us: float
+    compute_infer_us: float
+
+    def as_dict(self) -> dict[str, float | int | str]:
+        return {
+            "model": self.model,
+            "requests": self.requests,
+            "failures": self.failures,
+            "request_us_per_request": round(self.request_us, 1),
+            "queue_us_per_request": round(self.queue_us, 1),
+            "compute_infer_us_per_request": round(self.compute_infer_us, 1),
+        }
+
+
+def level_delta(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]]) -> list[QueueCompute]:
+    """Per model that served requests between the two scrapes (ensembles list their steps as models too)."""
+    rows = []
+    for model in sorted(after):
+        start = before.get(model, dict.fromkeys(COUNTERS, 0.0))
+        change = {name: after[model][name] - start[name] for name in COUNTERS}
+        requests = round(change[SUCCESS] + change[FAILURE])
+        if requests <= 0:
+            continue
+        rows.append(
+            QueueCompute(
+                model=model,
+                requests=requests,
+                failures=round(change[FAILURE]),
+                request_us=change[REQUEST_US] / requests,
+                queue_us=change[QUEUE_US] / requests,
+                compute_infer_us=change[COMPUTE_INFER_US] / requests,
+            )
+        )
+    return rows
