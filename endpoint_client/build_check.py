@@ -83,6 +83,12 @@ def opt_inputs(config: mc.ModelConfig, settings: ModelSettings, *, seed: int = S
     return tensors
 
 
+def cast_to_config(inputs: Mapping[str, np.ndarray], config: mc.ModelConfig) -> dict[str, np.ndarray]:
+    """The same values in each input's configured type (an engine's INT32 where ONNX Runtime takes INT64)."""
+    types = {spec.name: _NUMPY.get(mc.DataType.Name(spec.data_type)) for spec in config.input}
+    return {name: a.astype(types[name]) if types.get(name) is not None else a for name, a in inputs.items()}
+
+
 def check_samples(config: mc.ModelConfig, samples: Mapping[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
     names = [spec.name for spec in config.input]
     missing, unknown = sorted(set(names) - set(samples)), sorted(set(samples) - set(names))
@@ -173,8 +179,9 @@ class CheckOptions:
 def accuracy_section(
     server: BuildServer, settings: ModelSettings, inputs: Mapping[str, np.ndarray], tol: Tolerance, source: str
 ) -> tuple[dict[str, Any], list]:
-    engine = server.infer(settings.name, inputs)
-    reference = server.infer(reference_name(settings.name), inputs)
+    engine = server.infer(settings.name, cast_to_config(inputs, read_model_config(server.repository / settings.name)))
+    reference_config = read_model_config(server.repository / reference_name(settings.name))
+    reference = server.infer(reference_name(settings.name), cast_to_config(inputs, reference_config))
     comparisons = compare_outputs(engine, reference, tol)
     section = {
         "passed": all(c.passed for c in comparisons),

@@ -39,6 +39,7 @@ from endpoint_client.onnx_standin import ONNX_FOR_ENGINE, substitute_models
 from endpoint_client.triton_backend import LOOPBACK, TritonHTTP, TritonUnavailable
 from endpoint_client.triton_install import TritonInstall
 from model_build.onnx_external import external_data
+from model_build.onnx_inspect import inspect_model
 
 REFERENCE_SUFFIX = "__reference"
 STANDIN = "onnx stand-in (CPU)"
@@ -86,6 +87,13 @@ def prepare_repository(built: Path, model: str, onnx: Path, destination: Path) -
         target = reference / "1" / item.location
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(item.path, target)
+    # The ONNX file's own types: a TensorRT 8.6 engine (Triton 23.12-24.03) carries INT64 as INT32
+    # (model_build.pbtxt.served_type), which ONNX Runtime would refuse for an INT64 input.
+    signature = inspect_model(onnx)
+    onnx_types = {spec.name: spec.triton_type for spec in (*signature.inputs, *signature.outputs)}
+    for tensor in (*config.input, *config.output):
+        if tensor.name in onnx_types:
+            tensor.data_type = mc.DataType.Value(onnx_types[tensor.name])
     config.name = reference_name(model)
     config.platform = "onnxruntime_onnx"
     config.backend = ""

@@ -132,3 +132,34 @@ def test_the_report_is_never_written_into_the_repository(tmp_path: Path):
     repository = _built(tmp_path, config, reference, 0.0)
     code, _, stderr = _run(tmp_path / "no-triton", config, repository, reference, repository / MODEL / "report.json")
     assert code == 1 and "inside --repository" in stderr
+
+
+def test_an_int64_model_is_compared_in_each_sides_own_types(triton_env: Path, tmp_path: Path):
+    """Triton 24.03's TensorRT 8.6 engine carries INT64 as INT32 (model_build.pbtxt.served_type): the engine is
+    sent INT32, the reference (ONNX Runtime, the ONNX file's own INT64) INT64, the same values; they agree."""
+    tensor = lambda name: helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", 3])  # noqa: E731
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["ids", "one"], ["next_ids"])],
+        "ids",
+        [tensor("ids")],
+        [tensor("next_ids")],
+        [numpy_helper.from_array(np.array([1], np.int64), "one")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    reference = tmp_path / "reference.onnx"
+    onnx.save(model, reference)
+    config = _stage(tmp_path)
+    config.write_text(config.read_text().replace('"24.09"', '"24.03"'))
+    repository = tmp_path / "repo"
+    argv = ["config", "--config", str(config), "--model", MODEL, "--onnx", str(reference), "--repository"]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert model_build_cli.main([*argv, str(repository)]) == 0
+    assert "TYPE_INT32" in (repository / MODEL / "config.pbtxt").read_text()
+    (repository / MODEL / "1").mkdir()
+    onnx.save(model, repository / MODEL / "1" / "model.onnx")
+    out = tmp_path / "report.json"
+    code, _, stderr = _run(triton_env, config, repository, reference, out)
+    assert code == 0, stderr
+    report = json.loads(out.read_text())
+    assert report["accuracy"]["passed"] and report["accuracy"]["inputs"]["ids"]["dtype"] == "int32"
