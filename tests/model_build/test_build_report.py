@@ -19,6 +19,8 @@ import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 from cli_runner import run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 from synth_helpers import PROJECT_ROOT
 
@@ -49,6 +51,27 @@ def test_an_element_fails_only_when_it_exceeds_both_tolerances(engine, reference
     """Polygraphy elemwise: mismatch = (absdiff > atol | NaN) & (reldiff > rtol | NaN), reldiff = absdiff/|b|."""
     result = compare_output("y", np.array(engine, np.float32), np.array(reference, np.float32), _tol(0.01, 0.1))
     assert result.passed is passed
+
+
+finite = st.floats(-1e6, 1e6, allow_nan=False, width=32)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(finite, finite), min_size=1, max_size=20),
+    st.floats(0, 1, allow_nan=False),
+    st.floats(0, 1, allow_nan=False),
+)
+def test_every_element_passes_exactly_when_within_atol_or_rtol(pairs, atol, rtol):
+    """The rule written out per element (Polygraphy elemwise): |a-b| <= atol or |a-b| <= rtol * max(|b|, eps)."""
+    engine = np.array([a for a, _ in pairs], np.float32)
+    reference = np.array([b for _, b in pairs], np.float32)
+    result = compare_output("y", engine, reference, _tol(atol, rtol))
+    within = [
+        abs(float(a) - float(b)) <= atol or abs(float(a) - float(b)) <= rtol * (abs(float(b)) or 2.220446049250313e-16)
+        for a, b in zip(engine, reference, strict=True)
+    ]
+    assert result.mismatches == within.count(False) and result.passed is all(within)
 
 
 def test_errors_are_measured_against_the_reference_with_polygraphys_epsilon_for_zeros():
