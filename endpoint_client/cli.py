@@ -380,6 +380,8 @@ def run_local(args: argparse.Namespace) -> int:
         if notice:
             print(notice, file=sys.stderr)
         print(f"serving {served} (log: {endpoint.log_path}); Ctrl-C stops", file=sys.stderr)
+        if endpoint.metrics_url:  # Triton's Prometheus metrics, loopback only (issue #26 part 3)
+            print(f"Triton metrics: {endpoint.metrics_url}", file=sys.stderr)
         print(endpoint.url, flush=True)
         while endpoint.process is not None and endpoint.process.poll() is None:
             with contextlib.suppress(subprocess.TimeoutExpired):  # still serving

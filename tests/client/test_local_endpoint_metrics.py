@@ -8,6 +8,11 @@ tritonserver (2.51) is built with metrics (its --help lists the options).
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -28,6 +33,8 @@ from endpoint_client.loadtest_triton_metrics import (
 from endpoint_client.local_endpoint import LocalEndpoint, local_metrics_port
 from endpoint_client.sagemaker_serve import serve_plan
 from endpoint_client.triton_backend import local_arguments
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 PAGE = """# HELP nv_inference_request_success Number of successful inference requests, all batch sizes
 # TYPE nv_inference_request_success counter
@@ -133,3 +140,25 @@ def test_metrics_stay_off_when_the_environment_turns_them_off(
     ) as endpoint:
         assert endpoint.metrics_url is None
         assert "--allow-metrics=true" not in (endpoint.process.args if endpoint.process else [])
+
+
+@pytest.mark.triton
+def test_the_cli_prints_the_metrics_url(triton_env: Path, add_sub_archive: Path) -> None:
+    """`python -m endpoint_client local` says where the metrics are (stderr; stdout keeps only the endpoint URL)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "endpoint_client", "local", str(add_sub_archive), "--port", "0",
+         "--triton-env", str(triton_env), "--env", "SAGEMAKER_TRITON_LOG_VERBOSE=false"],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:")
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+        stderr = process.stderr.read()
+        metrics = re.search(r"^Triton metrics: (http://127\.0\.0\.1:\d+/metrics)$", stderr, re.MULTILINE)
+        assert metrics, stderr
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
