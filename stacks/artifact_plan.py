@@ -31,25 +31,45 @@ class PlannedEndpoint(EndpointArtifacts):
 
 
 def model_artifact(config: AppConfig, model: ModelSettings, instance_type_name: str, base_dir: Path) -> ModelArtifact:
+    """`model`'s artifact when served on `instance_type_name`: its GPU target is the build matcher's choice
+    (model_build.matching, `build.fleet` included). The one computation of an artifact's key: the stacks and
+    `python -m model_build key --instance-type` both call it."""
     if model.is_ensemble:
         # Composing models are built for the endpoint's instance like any model it serves; the ensemble's key
         # covers their digests, since its archive holds their folders (model_build.key.ensemble_source).
         composing = tuple(
             model_artifact(config, config.model(name), instance_type_name, base_dir) for name in model.composing_models
         )
-        source = ensemble_source({artifact.model.name: artifact.digest for artifact in composing})
-        digest = artifact_digest(model, source=source, triton_release=config.triton_release, gpu_target=PORTABLE_TARGET)
+        digest, source = _ensemble_digest(config, model, {a.model.name: a.digest for a in composing})
         return ModelArtifact(model=model, digest=digest, source=source, build_plan=None, composing=composing)
     plan = None
     if model.needs_gpu_build:
         plan = match_build(instance_type(instance_type_name), config.triton_release, config.build.fleet)
+    digest, source = target_digest(config, model, plan.gpu_target if plan else PORTABLE_TARGET, base_dir)
+    return ModelArtifact(model=model, digest=digest, source=source, build_plan=plan)
+
+
+def target_digest(config: AppConfig, model: ModelSettings, gpu_target: str, base_dir: Path) -> tuple[str, str]:
+    """(digest, source fingerprint) of `model`'s artifact built for `gpu_target` (an ensemble's: its composing
+    models built for it). model_artifact asks it with the matcher's target; `python -m model_build key --gpu-target`
+    asks it directly."""
+    if model.is_ensemble:
+        digests = {
+            name: target_digest(config, config.model(name), gpu_target, base_dir)[0] for name in model.composing_models
+        }
+        return _ensemble_digest(config, model, digests)
     source = source_fingerprint(model.source, base_dir)
-    gpu_target = plan.gpu_target if plan else PORTABLE_TARGET
     calibration = calibration_fingerprint(model, base_dir)  # an INT8 engine's scales come from its cache
     digest = artifact_digest(
         model, source=source, triton_release=config.triton_release, gpu_target=gpu_target, calibration=calibration
     )
-    return ModelArtifact(model=model, digest=digest, source=source, build_plan=plan)
+    return digest, source
+
+
+def _ensemble_digest(config: AppConfig, model: ModelSettings, composing_digests: dict[str, str]) -> tuple[str, str]:
+    source = ensemble_source(composing_digests)
+    digest = artifact_digest(model, source=source, triton_release=config.triton_release, gpu_target=PORTABLE_TARGET)
+    return digest, source
 
 
 def endpoint_artifacts(config: AppConfig, endpoint: EndpointSettings, base_dir: Path) -> PlannedEndpoint:

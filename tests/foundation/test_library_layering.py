@@ -165,9 +165,10 @@ def _ours_imported_by(folder: str) -> dict[str, set[str]]:
 
 
 def test_the_package_table_of_docs_architecture_holds():
-    """docs/architecture.md "Packages and what each may import": model_build imports nothing of ours, the stacks
-    take from the client only the smoke plan they write, the config schema only the client's payload limit."""
-    assert _ours_imported_by("model_build") == {}
+    """docs/architecture.md "Packages and what each may import": model_build imports nothing of ours but in its `key`
+    command (inside the function: test below), the stacks take from the client only the smoke plan they write, the
+    config schema only the client's payload limit."""
+    assert _ours_imported_by("model_build") == {"model_build/commands/key.py": {"stacks", "stage_config"}}
     stacks_to_client = {
         m
         for path in sorted((PROJECT_ROOT / "stacks").rglob("*.py"))
@@ -183,3 +184,45 @@ def test_the_package_table_of_docs_architecture_holds():
     }
     assert config_to_client <= {"endpoint_client.limits"}
     assert {m for modules in _ours_imported_by("triton_cdk").values() for m in modules} <= {"model_build"}
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    """What a file imports when it is imported: module-level statements, TYPE_CHECKING blocks left out."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8"), filename=str(path)).body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            continue
+        for inner in ast.walk(node):
+            if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                break
+            if isinstance(inner, ast.Import):
+                names.update(alias.name for alias in inner.names)
+            elif isinstance(inner, ast.ImportFrom) and inner.module and inner.level == 0:
+                names.add(inner.module)
+    return names
+
+
+def test_model_build_key_imports_the_app_only_when_it_runs():
+    """`python -m model_build key` prints the key the app deploys by asking the app's artifact plan (issue #23 item
+    5), which it imports inside its function: importing the command (the CLI does, in the build image without the
+    CDK) loads nothing of the app."""
+    key = PROJECT_ROOT / "model_build" / "commands" / "key.py"
+    assert {m.split(".")[0] for m in _module_level_imports(key)} & {"stacks", "stage_config", "triton_cdk"} == set()
+    assert {"stacks.artifact_plan", "stage_config.loader"} <= _imported_modules(key)
+
+
+def test_importing_model_build_loads_no_cdk():
+    """Every module of model_build (its CLI and commands included) imports without aws_cdk, the app or the
+    constructs: the CodeBuild build imports it from the serving image, where none of them is installed."""
+    probe = (
+        "import importlib, pkgutil, sys, model_build\n"
+        "for info in pkgutil.walk_packages(model_build.__path__, 'model_build.'):\n"
+        "    if info.name != 'model_build.__main__':\n"
+        "        importlib.import_module(info.name)\n"
+        "print(sorted({n.split('.')[0] for n in sys.modules} & {'aws_cdk', 'jsii', 'stacks', 'stage_config', "
+        "'triton_cdk', 'endpoint_client'}))"
+    )
+    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    result = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[]"

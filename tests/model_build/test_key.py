@@ -34,7 +34,7 @@ def write_config(folder: Path, *, release: str = "24.09", build: dict | None = N
     document = {"stage": "test", "triton_release": release, "models": [detector, classifier]}
     if build:
         document["build"] = build
-    config = folder / "config.yaml"
+    config = folder / "test.yaml"
     config.write_text(yaml.safe_dump(document))
     return config
 
@@ -57,7 +57,7 @@ def run_key(*argv: str) -> tuple[int, str, str]:
 
 
 def key_args(project: Path, model: str = "detector", config: Path | None = None) -> list[str]:
-    return ["--config", str(config or project / "config.yaml"), "--model", model, "--base-dir", str(project)]
+    return ["--config", str(config or project / "test.yaml"), "--model", model, "--base-dir", str(project)]
 
 
 def key_of(project: Path, *args: str, model: str = "detector", config: Path | None = None) -> str:
@@ -95,25 +95,30 @@ def test_a_fleet_in_the_config_changes_the_target(project: Path) -> None:
     )
 
 
-def test_the_cli_key_is_the_key_the_cdk_app_deploys() -> None:
-    """Same function, same inputs: what `key` prints is what the endpoint stacks point at."""
-    from stacks.artifact_plan import endpoint_artifacts
-    from stage_config import load_stage
+def test_the_key_of_an_ensemble_built_on_a_fleet_is_the_stage_plans(tmp_path: Path) -> None:
+    """`key` asks the app's artifact plan (issue #23 item 5): an ensemble's key and its composing GPU model's, on a
+    stage whose `build.fleet` has L4 hosts (sm89 engines instead of the on-demand A10G's ampere+), are the keys
+    `plan_stage` gives the stacks. tests/contract/test_artifact_key_parity.py checks every shipped config's
+    templates."""
+    from stacks.stage_plan import plan_stage
+    from stage_config.loader import load_config
 
-    config = load_stage("dev")
-    for endpoint in config.endpoints:
-        for artifact in endpoint_artifacts(config, endpoint, PROJECT_ROOT).models:
-            code, out, err = run_key(
-                "--config",
-                str(PROJECT_ROOT / "config" / "dev.yaml"),
-                "--model",
-                artifact.model.name,
-                "--instance-type",
-                endpoint.instance_type,
-                "--base-dir",
-                str(PROJECT_ROOT),
-            )
-            assert (code, out.strip()) == (0, artifact.key), err
+    document = yaml.safe_load((PROJECT_ROOT / "examples" / "config" / "ensemble.yaml").read_text())
+    document["stage"] = "fleet"
+    document["build"] = {"fleet": {"arn": "arn:aws:codebuild:us-east-1:111111111111:fleet/l4:1", "gpu": "L4"}}
+    document["endpoints"][0]["instance_type"] = "ml.g6.xlarge"
+    config_file = tmp_path / "fleet.yaml"
+    config_file.write_text(yaml.safe_dump(document))
+    [planned] = plan_stage(load_config(config_file), PROJECT_ROOT).endpoints.values()
+    [ensemble] = planned.models
+    assert ensemble.composing and {a.gpu_target for a in ensemble.composing} == {"sm89", "portable"}
+    for artifact in ensemble.with_composing():
+        code, out, err = run_key(
+            *key_args(PROJECT_ROOT, artifact.model.name, config_file), "--instance-type", "ml.g6.xlarge", "--json"
+        )
+        assert code == 0, err
+        printed = json.loads(out)
+        assert (printed["key"], printed["gpu_target"]) == (artifact.key, artifact.gpu_target)
 
 
 @pytest.mark.parametrize(
@@ -196,7 +201,9 @@ def test_missing_source_file_and_unknown_model(project: Path) -> None:
     (project / "models" / "detector.onnx").unlink()
     code, _, err = run_key(*key_args(project), "--gpu-target", "sm86")
     assert code == 1
-    assert "model 'detector': source.path: 'models/detector.onnx' does not exist" in err
+    # The app's loader's message (the same config rules as `cdk synth`), with the line.
+    assert f"{project / 'test.yaml'}: models[0].source.path: 'models/detector.onnx' does not exist" in err
+    (project / "models" / "detector.onnx").write_bytes(b"onnx bytes of the detector")
     code, _, err = run_key(*key_args(project, "nope"), "--gpu-target", "sm86")
     assert code == 1
     assert "models: no model named 'nope'; configured: detector, classifier" in err

@@ -26,7 +26,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def run_key(project: Path, path: str, *extra: str, platform: str = "onnxruntime_onnx") -> tuple[int, str]:
     model = {"name": "m", "source": {"path": path}, "platform": platform, "instance_groups": [{"kind": "KIND_CPU"}]}
-    config = project / "config.yaml"
+    config = project / "test.yaml"  # the app's loader: a stage's file is named after it
     config.write_text(yaml.safe_dump({"stage": "test", "triton_release": "24.09", "models": [model]}))
     argv = ["key", "--config", str(config), "--model", "m", "--gpu-target", "portable", *extra]
     result = run_cli(*argv, cwd=Path.cwd())  # where the test put it: --base-dir defaults to it
@@ -46,7 +46,7 @@ def test_key_refuses_sources_outside_the_base_dir(project: Path, path: str, plat
     """The CDK config loader's rule (model_build.source_paths, shared with stage_config)."""
     code, err = run_key(project, path, "--base-dir", str(project), platform=platform)
     assert code == 1 and "Traceback" not in err
-    assert err.startswith(f"ERROR: {project / 'config.yaml'}: model 'm': source.path: ") and expected in err, err
+    assert err.startswith(f"ERROR: {project / 'test.yaml'}: models[0].source.path: ") and expected in err, err
 
 
 def test_key_base_dir_defaults_to_the_current_folder(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
