@@ -121,7 +121,8 @@ class DynamicBatching(StrictModel):
 
 
 class InstanceGroup(StrictModel):
-    # Two instances per GPU was the best measured configuration in the reference benchmark.
+    # Two instances per GPU was the best measured configuration in the reference benchmark; `tune` (build report)
+    # measures the user's model instead.
     # Triton documents no maximum; 128 is one instance per vCPU of the largest CPU type and far more
     # than fit in one GPU's memory.
     count: PositiveInt = Field(default=2, le=128, description="Instances of the model per device, 1-128.")
@@ -562,7 +563,8 @@ class ModelSettings(StrictModel):
         min_length=1,
         max_length=16,
         description="Model instances Triton runs (1-16 groups). Default: two per GPU, the best measured "
-        "configuration of the reference benchmark.",
+        "configuration of the reference benchmark; a TensorRT model's `tune` measures the best for the model on its "
+        "build GPU instead (docs/build.md, Tuning).",
     )
     tensorrt: TensorRTSettings = Field(
         default=TensorRTSettings(), description="How the TensorRT engine is built (platform tensorrt_plan)."
