@@ -12,7 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from endpoint_client import inputs as input_files
-from endpoint_client.build_check import DEFAULT_CONCURRENCY, DEFAULT_SECONDS, CheckOptions, build_report
+from endpoint_client.build_check import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_SECONDS,
+    MAX_CHECK_SECONDS,
+    CheckOptions,
+    build_report,
+)
 from endpoint_client.build_server import BuildServer, prepare_repository, reference_name
 from endpoint_client.errors import InvalidInputError
 from model_build.app_config import load_model_settings
@@ -68,9 +74,11 @@ def run(args: argparse.Namespace) -> int:
             f"--out {args.out} lies inside --repository {args.repository}: the report would be packaged into the "
             "archive, whose key names its bytes; write it beside the archive (e.g. the build's out folder)"
         )
+    if args.samples is not None and not args.samples.endswith(".npz"):
+        raise InvalidInputError(f"--samples {args.samples}: an .npz file holding every input by name")
+    if not 0 < args.seconds <= MAX_CHECK_SECONDS:
+        raise InvalidInputError(f"--seconds {args.seconds}: above 0, at most {MAX_CHECK_SECONDS:g}")
     samples = input_files.load_array_file(args.samples) if args.samples else None
-    if samples is not None and not args.samples.endswith(".npz"):
-        raise InvalidInputError("--samples: an .npz file holding every input by name")
     info_file = args.repository / settings.name / "build-info.json"
     build_info = json.loads(info_file.read_text()) if info_file.is_file() else None
     options = CheckOptions(args.concurrency, args.seconds, samples, args.artifact_key)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from endpoint_client import build_check_cli
@@ -163,3 +164,19 @@ def test_an_int64_model_is_compared_in_each_sides_own_types(triton_env: Path, tm
     assert code == 0, stderr
     report = json.loads(out.read_text())
     assert report["accuracy"]["passed"] and report["accuracy"]["inputs"]["ids"]["dtype"] == "int32"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["--samples", "inputs.npy"], "an .npz file"), (["--seconds", "0"], "above 0, at most 60"),
+     (["--seconds", "61"], "at most 60")],
+)  # fmt: skip
+def test_bad_options_are_refused_before_any_server_starts(tmp_path: Path, extra: list[str], message: str):
+    """One ERROR line (exit 1) naming the option; the load test is bounded to 60 s per level."""
+    config = _stage(tmp_path)
+    reference = _add_sub(tmp_path / "reference.onnx", 0.0)
+    stderr = io.StringIO()
+    argv = ["--config", str(config), "--model", MODEL, "--repository", str(tmp_path / "repo"), "--onnx", str(reference)]
+    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+        code = build_check_cli.main([*argv, "--out", str(tmp_path / "out" / "r.json"), *extra])
+    assert code == 1 and message in stderr.getvalue()
