@@ -180,3 +180,21 @@ def test_bad_options_are_refused_before_any_server_starts(tmp_path: Path, extra:
     with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
         code = build_check_cli.main([*argv, "--out", str(tmp_path / "out" / "r.json"), *extra])
     assert code == 1 and message in stderr.getvalue()
+
+
+def test_user_samples_are_what_both_sides_get(triton_env: Path, tmp_path: Path):
+    """--samples inputs.npz (as `invoke --input` reads it) replaces the generated inputs, shapes as given."""
+    config = _stage(tmp_path)
+    reference = _add_sub(tmp_path / "reference.onnx", 0.0)
+    samples = tmp_path / "inputs.npz"
+    np.savez(samples, INPUT0=np.full((2, 4), 3, np.float32), INPUT1=np.ones((2, 4), np.float32))
+    out = tmp_path / "report.json"
+    repository = _built(tmp_path, config, reference, 0.0)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    argv = ["--config", str(config), "--model", MODEL, "--repository", str(repository), "--onnx", str(reference)]
+    extra = ["--samples", str(samples), "--triton-env", str(triton_env), "--concurrency", "1", "--seconds", "0.3"]
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        code = build_check_cli.main([*argv, "--out", str(out), *extra])
+    assert code == 0, stderr.getvalue()
+    accuracy = json.loads(out.read_text())["accuracy"]
+    assert accuracy["input_source"] == "samples" and accuracy["inputs"]["INPUT0"]["shape"] == [2, 4]
