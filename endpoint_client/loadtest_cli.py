@@ -24,6 +24,7 @@ from typing import Any
 
 from endpoint_client import loadtest as lt
 from endpoint_client import loadtest_report as report
+from endpoint_client import loadtest_triton_metrics as triton_metrics
 from endpoint_client import presets
 from endpoint_client.cli import _component_name, _key_value, _positive_int, _target_model, collect_inputs
 from endpoint_client.client import EndpointClient
@@ -200,6 +201,13 @@ def add_loadtest_parser(commands: Any) -> None:
         help="--endpoint: seconds to wait after the last level before reading CloudWatch (default 120: SageMaker "
         "publishes its per-minute metrics late)",
     )
+    parser.add_argument(
+        "--triton-metrics",
+        type=triton_metrics.metrics_url,
+        metavar="URL",
+        help="with --local or --triton: the local Triton's metrics URL (`python -m endpoint_client local` prints "
+        "it); adds queue vs compute time per request and level (endpoint_client/loadtest_triton_metrics.py)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
     parser.set_defaults(run=run_loadtest)
 
@@ -270,6 +278,8 @@ def _check_options(args: argparse.Namespace) -> None:
                 raise InvalidInputError(f"{option} goes with --endpoint")
     if args.json and args.json.is_dir():
         raise InvalidInputError(f"--json {args.json}: is a folder; give a file name")
+    if getattr(args, "triton_metrics", None) and args.endpoint:
+        raise InvalidInputError("--triton-metrics reads a local Triton; a SageMaker endpoint's are not reachable")
     if args.plot and args.plot.suffix.lower() != ".png":
         raise InvalidInputError(f"--plot {args.plot}: give a .png file name")
 
@@ -386,10 +396,15 @@ def run_loadtest(args: argparse.Namespace) -> int:
     target, described = _target(args, tensors, encoding)
     started_at = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
     progress = None if args.quiet else lt.progress_printer()
+    if getattr(args, "triton_metrics", None):  # issue #26 part 3: queue vs compute per level
+        target = triton_metrics.ScrapingTarget(target, args.triton_metrics)
     measured = asyncio.run(lt.run_plan(target, plan, progress))
     levels_doc = [
         report.level_document(m, instances=args.instances, inferences_per_request=per_request) for m in measured
     ]
+    if isinstance(target, triton_metrics.ScrapingTarget):
+        for level, figures in zip(levels_doc, target.per_level(), strict=False):
+            level["triton_metrics"] = figures
     if args.endpoint and not args.no_cloudwatch:
         _add_cloudwatch(args, described, measured, levels_doc)
     slo = None
@@ -412,6 +427,8 @@ def run_loadtest(args: argparse.Namespace) -> int:
         "slo": report.slo_document(slo),
     }
     print(report.table(levels_doc))
+    if any("triton_metrics" in level for level in levels_doc):
+        print(triton_metrics.table(levels_doc))
     if args.json:
         try:
             with atomic_file(args.json) as stream:

@@ -15,13 +15,16 @@ are not reachable from a client (docs/serving.md "Triton's own metrics").
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import itertools
 import math
 import re
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from typing import Any
 
 SUCCESS = "nv_inference_request_success"
 FAILURE = "nv_inference_request_failure"
@@ -119,3 +122,71 @@ def level_delta(before: dict[str, dict[str, float]], after: dict[str, dict[str, 
             )
         )
     return rows
+
+
+class ScrapingTarget:
+    """A load-test target (loadtest.Target) that scrapes Triton's metrics when each level opens its connections and
+    when the run closes: the levels run one after the other and each waits for its last reply, so the difference of
+    consecutive scrapes is one level's requests (its warm-up included)."""
+
+    def __init__(self, target: Any, url: str) -> None:
+        self.kind = target.kind
+        self.url = url
+        self._target = target
+        self.scrapes: list[dict[str, dict[str, float]] | str] = []  # a scrape, or why it failed
+
+    async def _scrape(self) -> None:
+        try:
+            self.scrapes.append(await asyncio.to_thread(scrape, self.url))
+        except MetricsUnavailable as error:
+            self.scrapes.append(str(error))
+
+    async def open(self, connections: int) -> None:
+        await self._scrape()
+        await self._target.open(connections)
+
+    async def send(self) -> str | None:
+        return await self._target.send()
+
+    async def close(self) -> None:
+        try:
+            if self.scrapes:
+                await self._scrape()
+        finally:
+            await self._target.close()
+
+    def per_level(self) -> list[list[dict[str, Any]] | dict[str, str]]:
+        """Per level: a row per model that served requests (QueueCompute.as_dict), or {"error": why}."""
+        levels: list[list[dict[str, Any]] | dict[str, str]] = []
+        for before, after in itertools.pairwise(self.scrapes):
+            if isinstance(before, str) or isinstance(after, str):
+                levels.append({"error": before if isinstance(before, str) else str(after)})
+            else:
+                levels.append([row.as_dict() for row in level_delta(before, after)])
+        return levels
+
+
+def metrics_url(text: str) -> str:
+    """`--triton-metrics`: http://HOST:PORT[/metrics] on loopback (what `python -m endpoint_client local` prints)."""
+    from endpoint_client.loadtest_cli import loopback_url
+
+    base = text[: -len("/metrics")] if text.endswith("/metrics") else text
+    return loopback_url(base) + "/metrics"
+
+
+def table(levels: list[dict[str, Any]]) -> str:
+    """Queue vs compute per level and model, in microseconds per request (Triton's own clocks)."""
+    lines = [f"{'level':>16} {'model':>24} {'requests':>9} {'queue us':>10} {'compute us':>11} {'in Triton us':>13}"]
+    for level in levels:
+        closed = level["concurrency"] is not None
+        label = f"concurrency {level['concurrency']}" if closed else f"rate {level['rate']:g}/s"
+        figures = level.get("triton_metrics")
+        if isinstance(figures, dict):
+            lines.append(f"{label:>16} Triton metrics: {figures['error']}")
+            continue
+        for row in figures or []:
+            lines.append(
+                f"{label:>16} {row['model'][:24]:>24} {row['requests']:>9} {row['queue_us_per_request']:>10.0f} "
+                f"{row['compute_infer_us_per_request']:>11.0f} {row['request_us_per_request']:>13.0f}"
+            )
+    return "\n".join(lines)

@@ -8,6 +8,7 @@ tritonserver (2.51) is built with metrics (its --help lists the options).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -162,3 +163,43 @@ def test_the_cli_prints_the_metrics_url(triton_env: Path, add_sub_archive: Path)
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+TENSOR = ["--tensor", "INPUT0=FP32:1x4:1,2,3,4", "--tensor", "INPUT1=FP32:1x4:1,1,1,1"]
+
+
+@pytest.mark.triton
+def test_the_load_test_reports_queue_vs_compute_per_level(
+    single_endpoint: LocalEndpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Per level, the requests Triton counted and its queue / compute / total microseconds per request."""
+    from endpoint_client.cli import main
+
+    out_file = tmp_path / "lt.json"
+    code = main(
+        ["loadtest", "--local", single_endpoint.url, "--triton-metrics", str(single_endpoint.metrics_url), *TENSOR,
+         "--concurrency", "1,2", "--duration", "0.5", "--warmup", "0", "--quiet", "--json", str(out_file)]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+
+    assert code == 0
+    levels = json.loads(out_file.read_text())["levels"]
+    for level in levels:
+        [row] = level["triton_metrics"]
+        assert row["model"] == "add_sub" and row["failures"] == 0
+        assert row["requests"] >= level["requests"] > 0  # the window's, plus any started after it closed
+        assert 0 <= row["queue_us_per_request"] <= row["request_us_per_request"]
+        assert 0 < row["compute_infer_us_per_request"] <= row["request_us_per_request"]
+    assert "queue us" in out and "compute us" in out
+
+
+def test_triton_metrics_go_with_a_local_target_only(capsys: pytest.CaptureFixture[str]) -> None:
+    from endpoint_client.cli import main
+
+    code = main(
+        ["loadtest", "--endpoint", "x", "--triton-metrics", "http://127.0.0.1:8002", *TENSOR, "--no-cloudwatch"]
+    )
+    assert code != 0 and "--triton-metrics reads a local Triton" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["loadtest", "--local", "http://127.0.0.1:1", "--triton-metrics", "http://10.0.0.1:8002/metrics"])
+    assert "loopback only" in capsys.readouterr().err
