@@ -125,3 +125,23 @@ def test_the_async_example_stage_is_smoke_tested_asynchronously() -> None:
     prefixes = {e.name: e.async_input_prefix for e in plan.endpoints}
     assert prefixes == {e.name: async_prefixes(e.name).input for e in config.endpoints if e.async_inference}
     assert smoke.ASYNC_WAIT_SECONDS >= 900  # InvokeEndpointAsync's default InvocationTimeoutSeconds
+
+
+ASYNC_PROBE = """
+import json, sys
+before = set(sys.modules)
+import endpoint_client.async_invoke, endpoint_client.async_body  # noqa: F401
+print(json.dumps(sorted({m.split('.')[0] for m in set(sys.modules) - before})))
+"""
+
+
+def test_the_async_path_imports_only_what_the_smoke_step_installs() -> None:
+    """The smoke step installs boto3, numpy and tritonclient only (tests/pipeline/test_smoke_imports.py): the async
+    client the smoke program loads for an asynchronous endpoint needs nothing more (no config schema, no CDK)."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", ASYNC_PROBE], cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    loaded = set(json.loads(result.stdout))
+    assert not loaded & {"aws_cdk", "jsii", "pydantic", "yaml", "stage_config", "stacks", "triton_cdk"}, loaded
