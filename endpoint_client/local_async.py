@@ -17,11 +17,13 @@ come back as `.error` here, while a real asynchronous endpoint takes up to 1 GB.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -36,6 +38,8 @@ ERROR_SUFFIX = ".error"
 REQUEST_SUFFIXES = {".json": JSON_CONTENT_TYPE, ".bin": BINARY_CONTENT_TYPE_PREFIX}
 LOCAL_TIMEOUT_SECONDS = 3600.0  # InvokeEndpointAsync's longest InvocationTimeoutSeconds (botocore model: max 3600)
 COPY_CHUNK_BYTES = 8 * 1024 * 1024
+MAX_HEADER_BYTES = 16 * 1024 * 1024  # the JSON header of a .bin request is read to learn its size
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def publish(directory: Path, name: str, write: Callable[[BinaryIO], None]) -> Path:
@@ -70,19 +74,43 @@ def _folder(path: Path, flag: str, *, create: bool) -> Path:
 
 def request_content_type(path: Path) -> str:
     """The Content-Type of a request file, from its name (and, for binary+json, its leading JSON header)."""
-    kind = REQUEST_SUFFIXES.get(path.suffix)
+    with _open_request(path) as (stream, size):
+        return _content_type(path.name, stream, size)
+
+
+def _content_type(name: str, stream: BinaryIO, size: int) -> str:
+    kind = REQUEST_SUFFIXES.get(Path(name).suffix)
     if kind is None:
-        raise InvalidInputError(f"{path.name}: a request file is <id>.json (KServe v2 JSON) or <id>.bin (binary+json)")
+        raise InvalidInputError(f"{name}: a request file is <id>.json (KServe v2 JSON) or <id>.bin (binary+json)")
     if kind == JSON_CONTENT_TYPE:
         return kind
-    with path.open("rb") as stream:
-        head = stream.read(16 * 1024 * 1024)
+    head = stream.read(MAX_HEADER_BYTES)
+    stream.seek(0)
     computed = reply_content_type(head, None)
-    if header_length(computed) is None and len(head) == path.stat().st_size:
+    if header_length(computed) is None and len(head) == size:
         return JSON_CONTENT_TYPE  # a .bin that is all header: plain JSON
     if header_length(computed) is None:
-        raise InvalidInputError(f"{path.name}: a .bin request starts with its JSON header; this one does not")
+        raise InvalidInputError(f"{name}: a .bin request starts with its JSON header; this one does not")
     return computed
+
+
+@contextlib.contextmanager
+def _open_request(path: Path) -> Iterator[tuple[BinaryIO, int]]:
+    """A request file opened as what it is now: never through a symbolic link, never a FIFO or device (which could
+    block the watcher or never end), at most the asynchronous payload limit."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except OSError as error:
+        raise InvalidInputError(f"{path.name}: cannot open it ({error.strerror}; a link is not followed)") from None
+    with os.fdopen(descriptor, "rb") as stream:
+        info = os.fstat(stream.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise InvalidInputError(f"{path.name}: not a regular file")
+        if info.st_size > MAX_ASYNC_PAYLOAD_BYTES:
+            raise InvalidInputError(
+                f"{path.name}: {info.st_size} bytes, over the {MAX_ASYNC_PAYLOAD_BYTES} an async request takes"
+            )
+        yield stream, info.st_size
 
 
 def _answered(name: str, output_dir: Path) -> bool:
@@ -93,14 +121,8 @@ def process(path: Path, output_dir: Path, url: str, *, timeout: float = LOCAL_TI
     """POST one request file to `url`/invocations; publish `<name>.out` (the answer) or `<name>.error`."""
     base = url.rstrip("/")
     try:
-        size = path.stat().st_size
-        if size > MAX_ASYNC_PAYLOAD_BYTES:
-            raise InvalidInputError(
-                f"{path.name}: {size} bytes, over the {MAX_ASYNC_PAYLOAD_BYTES} an async request takes"
-            )
-        content_type = request_content_type(path)
-        with path.open("rb") as body:  # streamed: urllib sends a file object with its Content-Length
-            headers = {"Content-Type": content_type, "Content-Length": str(size)}
+        with _open_request(path) as (body, size):  # streamed: urllib sends a file object with its Content-Length
+            headers = {"Content-Type": _content_type(path.name, body, size), "Content-Length": str(size)}
             status, reply, _ = http_request(
                 "POST", f"{base}/invocations", body, headers, timeout, max_reply_bytes=MAX_ASYNC_PAYLOAD_BYTES
             )
@@ -113,13 +135,13 @@ def process(path: Path, output_dir: Path, url: str, *, timeout: float = LOCAL_TI
 
 
 def pending(input_dir: Path, output_dir: Path) -> list[Path]:
-    """Request files not answered yet, oldest first; temporaries (hidden names) and folders skipped."""
+    """Entries not answered yet, oldest first; temporaries (hidden names) skipped."""
     found = []
     for entry in os.scandir(input_dir):
-        if entry.name.startswith(".") or not entry.is_file(follow_symlinks=False):
-            continue
+        if entry.name.startswith("."):
+            continue  # a temporary being written; anything else (a link, a folder) is answered with an .error
         if not _answered(entry.name, output_dir):
-            found.append((entry.stat().st_mtime_ns, entry.name))
+            found.append((entry.stat(follow_symlinks=False).st_mtime_ns, entry.name))
     return [input_dir / name for _, name in sorted(found)]
 
 

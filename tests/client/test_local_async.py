@@ -291,3 +291,23 @@ def test_the_local_endpoint_answers_through_the_folders(single_endpoint, tmp_pat
         )
     assert refused.returncode == 1 and "\nERROR: " in refused.stderr
     assert "INPUT1" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_links_fifos_and_folders_in_the_input_folder_get_an_error_not_a_read(tmp_path: Path) -> None:
+    """A link is not followed (it could point anywhere), a FIFO never opened blocking (it would hang the watcher),
+    a folder not read: each is answered with an .error naming it."""
+    import os
+
+    inbox, outbox = tmp_path / "in", tmp_path / "out"
+    inbox.mkdir()
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"inputs": []}')
+    (inbox / "link.json").symlink_to(secret)
+    os.mkfifo(inbox / "pipe.json")
+    (inbox / "folder.json").mkdir()
+    with _server() as server:
+        watch(inbox, outbox, _url(server), once=True, echo=lambda _: None)
+        assert server.seen == []
+    assert "a link is not followed" in (outbox / "link.json.error").read_text()
+    assert "not a regular file" in (outbox / "pipe.json.error").read_text()
+    assert (outbox / "folder.json.error").exists()
