@@ -38,6 +38,7 @@ MAX_HEADER_BYTES = 16 * 1024 * 1024  # the JSON header of an answer stored witho
 MAX_FAILURE_BYTES = 64 * 1024  # a failure object holds an error message
 FIRST_POLL_SECONDS, MAX_POLL_SECONDS, POLL_GROWTH = 1.0, 15.0, 1.5
 PROGRESS_EVERY_SECONDS = 10.0
+UPLOAD_PROGRESS_BYTES = 8 * 1024 * 1024  # bodies from this size on report their upload's progress
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3 general purpose bucket naming rules (length, chars)
 
 
@@ -135,10 +136,14 @@ class AsyncInvoker:
                 f"input location {location.uri[:100]}...: over {MAX_INPUT_LOCATION_CHARS} characters "
                 "(InvokeEndpointAsync InputLocation)"
             )
-        sent = [0]
+        sent, shown = [0], [0]
 
-        def callback(count: int) -> None:
+        def callback(count: int) -> None:  # s3transfer reports each chunk sent; a large body shows each tenth
             sent[0] += count
+            tenth = sent[0] * 10 // max(body.size, 1)
+            if body.size >= UPLOAD_PROGRESS_BYTES and tenth > shown[0]:
+                shown[0] = tenth
+                self.progress(f"uploaded {sent[0]} of {body.size} bytes")
 
         self.progress(f"uploading {body.size} bytes to {location.uri}")
         options: dict[str, Any] = {"ExtraArgs": {"ContentType": body.content_type}, "Callback": callback}

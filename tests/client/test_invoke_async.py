@@ -247,12 +247,31 @@ def test_a_large_npy_streams_in_parts(tmp_path: Path) -> None:
         for number in (1, 2, 3):
             s3_stub.add_response("upload_part", {"ETag": f'"{number}"'})
         s3_stub.add_response("complete_multipart_upload", {})
-        invoker = _invoker(runtime, s3, [0.0], [])
+        notes: list[str] = []
+        invoker = _invoker(runtime, s3, [0.0], notes)
         invoker.transfer_config = config
         invoker.upload(body)
         s3_stub.assert_no_pending_responses()
     assert sum(parts) == body.size and max(parts) == 5 * 1024 * 1024
+
     assert body.size > 12 * 1024 * 1024
+
+
+def test_a_large_upload_reports_its_progress_by_tenths(tmp_path: Path) -> None:
+    """boto3 reports each chunk sent to the Callback (S3Transfer.upload_fileobj); a large body shows each tenth."""
+    big = tmp_path / "big.npy"
+    np.save(big, np.zeros((1, 3 * 1024 * 1024), np.float32))
+    body = async_body.binary_body([async_body.open_npy("INPUT0", big)], {})
+
+    class ChunkedS3:
+        def upload_fileobj(self, stream, bucket, key, *, ExtraArgs, Callback):
+            while chunk := stream.read(1024 * 1024):
+                Callback(len(chunk))
+
+    notes: list[str] = []
+    AsyncInvoker("e", S3Location(BUCKET, PREFIX), runtime=None, s3=ChunkedS3(), progress=notes.append).upload(body)
+    shown = [n for n in notes if n.startswith("uploaded ")]
+    assert len(shown) == 10 and shown[-1] == f"uploaded {body.size} of {body.size} bytes"
 
 
 def test_the_streamed_body_is_invokes_body(tmp_path: Path) -> None:
