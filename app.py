@@ -18,6 +18,7 @@ import aws_cdk as cdk
 from stacks.app_factory import create_app
 from stacks.deploy_preflight import stage_files, warn_placeholders
 from stacks.promotion import PromotionError
+from stacks.resource_limit import too_many_resources_message
 from stage_config import ConfigError, load_stage
 from stage_config.loader import CONFIG_DIR
 from triton_cdk.errors import TritonCdkError
@@ -65,6 +66,11 @@ def main() -> None:
     try:
         app.synth()
     except RuntimeError as error:
+        # A stack over CloudFormation's 500 resources, refused by aws-cdk-lib while it writes the template.
+        too_many = too_many_resources_message(error)
+        if too_many is not None:
+            print(f"ERROR: {too_many}", file=sys.stderr)
+            sys.exit(1)
         # aws-cdk-lib has printed the validation report (each finding, its rule and resource) above; its
         # exception adds only a jsii traceback.
         if not str(error).startswith("ValidationFailed"):

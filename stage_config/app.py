@@ -28,7 +28,6 @@ from stage_config.api_limits import (
 from stage_config.build import BuildSettings, build_region_problems
 from stage_config.container import environment_size, typed_environment
 from stage_config.endpoint import EndpointSettings, component_name, endpoint_driver_problems
-from stage_config.limits import stack_resource_problems
 from stage_config.shadow import shadow_cross_field_problems
 from triton_cdk.images import known_triton_releases, triton_image
 from triton_cdk.serving.environment import DEFAULT_MODEL_NAME
@@ -131,7 +130,7 @@ class ArtifactSettings(StrictModel):
 
 class NotificationSettings(StrictModel):
     # Each address is one AWS::SNS::Subscription in every endpoint and build stack: the real bound is
-    # CloudFormation's 500 resources per stack (checked with the stack estimate in limits.py).
+    # CloudFormation's 500 resources per stack, which aws-cdk-lib refuses at synth (stacks/resource_limit.py).
     emails: list[Annotated[str, Field(max_length=254)]] = Field(
         default_factory=list,
         max_length=400,
@@ -176,7 +175,7 @@ class AppConfig(StrictModel):
         default=NotificationSettings(), description="Who the alarm and build-failure topics notify. Default: nobody."
     )
     # Each model is at least one artifact resource in the build stack and each endpoint a stack of its
-    # own; the per-stack estimate (limits.py) holds them to CloudFormation's 500 resources per stack.
+    # own; aws-cdk-lib holds each stack to CloudFormation's 500 resources at synth (stacks/resource_limit.py).
     models: list[ModelSettings] = Field(
         min_length=1, max_length=200, description="The models to build and serve, 1-200, each name once."
     )
@@ -258,7 +257,6 @@ def cross_field_problems(config: AppConfig) -> list[tuple[str, str]]:
         problems.extend(_alarm_window_problems(f"endpoints[{index}].alarms", endpoint))
         problems.extend(_environment_problems(f"endpoints[{index}].container.extra_environment", endpoint))
         problems.extend(shadow_cross_field_problems(config, f"endpoints[{index}]", endpoint))
-    problems.extend(stack_resource_problems(config))
     if release_known:
         problems.extend(build_region_problems(config))  # GPU CodeBuild regions (artifact_build/gpu_regions.py)
     return problems

@@ -26,7 +26,6 @@ from stage_config.app import (
     BUCKET_POLICY_LIMIT_BYTES,
     MAX_READER_ACCOUNTS,
 )
-from stage_config.limits import MAX_RESOURCES_PER_STACK
 
 ROOT = Path(__file__).resolve().parents[2]
 DEV_TEXT = (ROOT / "config" / "dev.yaml").read_text()
@@ -244,18 +243,6 @@ def test_bucket_policy_size_per_reader_account_is_what_the_bound_assumes():
     assert full <= BUCKET_POLICY_LIMIT_BYTES - BUCKET_POLICY_HEADROOM_BYTES
 
 
-def test_stack_over_500_resources_is_refused(tmp_path):
-    endpoint = {**DEV["endpoints"][1]}
-    endpoint["extra_variants"] = [{"name": f"v{i}", "instance_type": "ml.g5.2xlarge"} for i in range(9)]
-    # One rollback alarm kind: 10 variants x 1 alarm fit AutoRollbackConfiguration's 10 (test_config_api_limits.py).
-    endpoint["deployment"] = {**endpoint["deployment"], "rollback_alarms": ["latency"]}
-    emails = [f"ops{i}@example.com" for i in range(400)]
-    document = {**DEV, "endpoints": [endpoint], "notifications": {"emails": emails}}
-    message = refused(dumped(tmp_path, document))
-    assert f"CloudFormation allows {MAX_RESOURCES_PER_STACK} per stack" in message
-    assert "endpoints[0]: its stack would hold about" in message
-
-
 def test_long_lists_do_not_stall(tmp_path):
     """The duplicate checks were O(n^2) (list.count per item); 20 000 names now take milliseconds."""
     from model_build.settings import repeated
@@ -363,7 +350,7 @@ def test_docs_state_the_bounds_the_code_enforces():
     assert f"`[]`, at most {MAX_READER_ACCOUNTS}" in readme
     assert f"adds {BUCKET_POLICY_BYTES_PER_READER} bytes" in readme
     assert f"{BUCKET_POLICY_BYTES_PER_READER} bytes, so at most {MAX_READER_ACCOUNTS}" in page
-    assert f"{MAX_RESOURCES_PER_STACK} resources per stack" in page
+    assert "500 resources per stack is refused at synth by aws-cdk-lib" in page  # test_stack_resource_limit.py
 
 
 # --- hostile review of ensembles and environments: what synth refuses in python models and ensembles -------------
