@@ -66,20 +66,14 @@ class AsyncEndpointParts:
     monitoring: TritonAsyncMonitoring
 
 
-def serve_async(
-    scope: Construct,
-    settings: EndpointSettings,
-    endpoint: TritonEndpoint,
-    artifacts: ArtifactImports,
-    notifications: NotificationTopic,
-    monitoring: TritonEndpointMonitoring,
-) -> AsyncEndpointParts | None:
-    """Make `endpoint` asynchronous as `settings.async_inference` says; None for a real-time endpoint."""
+def async_inference(scope: Construct, settings: EndpointSettings, artifacts: ArtifactImports) -> AsyncInference | None:
+    """The endpoint's S3 locations and topics (its `output` is TritonEndpoint's `async_output`); None for a real-time
+    endpoint."""
     a = settings.async_inference
     if a is None:
         return None
     prefixes = async_prefixes(settings.name)
-    inference = AsyncInference(
+    return AsyncInference(
         scope,
         "AsyncInference",
         bucket=artifacts.bucket,
@@ -90,7 +84,23 @@ def serve_async(
         notifications=a.notifications,
         max_concurrent_invocations_per_instance=a.max_concurrent_invocations_per_instance,
     )
-    inference.output.apply_to(endpoint)
+
+
+def serve_async(
+    scope: Construct,
+    settings: EndpointSettings,
+    inference: AsyncInference | None,
+    endpoint: TritonEndpoint,
+    artifacts: ArtifactImports,
+    notifications: NotificationTopic,
+    monitoring: TritonEndpointMonitoring,
+) -> AsyncEndpointParts | None:
+    """The execution role's grants, backlog scaling and alarms of the asynchronous `endpoint`; None for a real-time
+    endpoint."""
+    a = settings.async_inference
+    if a is None or inference is None:
+        return None
+    prefixes = async_prefixes(settings.name)
     role = artifacts.execution_role
     inference.grant_read_inputs(role)
     inference.grant_write_results(role)

@@ -15,7 +15,7 @@ from model_build import drivers
 from model_build.catalogue import InstanceType, instance_type
 from stacks.artifact_plan import PlannedEndpoint
 from stacks.artifact_stack import ArtifactImports, ArtifactStack
-from stacks.async_endpoint import scales_on_backlog, serve_async
+from stacks.async_endpoint import async_inference, scales_on_backlog, serve_async
 from stacks.container_environment import container_environment
 from stacks.endpoint_shadow import shadow_comparison, shadow_variant
 from stage_config import AppConfig, ConfigError
@@ -232,6 +232,7 @@ class EndpointStack(cdk.Stack):
             self.model.node.add_dependency(role_additions)
         self.shadow = shadow_variant(self, config, endpoint_artifacts, shared, image, role_additions)
 
+        self.async_inference = async_inference(self, settings, shared)  # `async_inference:` (stacks/async_endpoint.py)
         self.endpoint = TritonEndpoint(
             self,
             "Endpoint",
@@ -246,6 +247,7 @@ class EndpointStack(cdk.Stack):
                 else None
             ),
             shadow=self.shadow,
+            async_output=self.async_inference.output if self.async_inference else None,
         )
         if role_additions is not None:
             self.endpoint.node.add_dependency(role_additions)
@@ -265,7 +267,9 @@ class EndpointStack(cdk.Stack):
         if self.shadow:  # dashboard rows only: a shadow's alarm never rolls production back
             shadow_comparison(self, endpoint_name, settings.variant_name, self.shadow, self.monitoring.dashboard)
         # `async_inference:` (stacks/async_endpoint.py): AsyncInferenceConfig, grants, backlog scaling, alarms.
-        self.asynchronous = serve_async(self, settings, self.endpoint, shared, self.notifications, self.monitoring)
+        self.asynchronous = serve_async(
+            self, settings, self.async_inference, self.endpoint, shared, self.notifications, self.monitoring
+        )
         # Alarms reach the topic only if its policy and key let CloudWatch in (triton_cdk/notifications.py).
         self.notifications.allow_alarms(self.monitoring.alarm_names)
         for alarm in self.monitoring.alarms_of_kind(settings.deployment.rollback_alarms):

@@ -12,6 +12,7 @@ import aws_cdk as cdk
 import botocore.session
 import pytest
 import yaml
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
@@ -23,7 +24,13 @@ from stage_config.async_inference import MAX_CONCURRENT_INVOCATIONS
 from stage_config.endpoint import EndpointSettings
 from stage_config.loader import load_config
 from triton_cdk.errors import InvalidPropsError
-from triton_cdk.serving.async_inference import AsyncInference, AsyncOutput, AsyncScalingSettings
+from triton_cdk.serving import ProductionVariant, TritonEndpoint, TritonModel, TritonModelData
+from triton_cdk.serving.async_inference import (
+    AsyncInference,
+    AsyncOutput,
+    AsyncScalingSettings,
+    TritonAsyncScaling,
+)
 
 BASE = {"name": "a", "mode": "single_model", "models": ["m"], "instance_type": "ml.g5.xlarge"}
 EXAMPLE = PROJECT_ROOT / "examples" / "config" / "async.yaml"
@@ -198,4 +205,72 @@ def test_construct_refuses_a_shared_input_prefix():
             input_prefix="async-inference/a/output/",
             output_prefix="async-inference/a/output/",
             failure_prefix="async-inference/a/failure/",
+        )
+
+
+def _endpoint(stack: cdk.Stack, bucket: s3.IBucket, key: kms.IKey, *, asynchronous: bool):
+    output = None
+    if asynchronous:
+        output = AsyncInference(
+            stack,
+            "Async",
+            bucket=bucket,
+            key=key,
+            input_prefix="async-inference/a/input/",
+            output_prefix="async-inference/a/output/",
+            failure_prefix="async-inference/a/failure/",
+        ).output
+    model = TritonModel(
+        stack,
+        "Model",
+        image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-tritonserver:24.09-py3",
+        model_data=TritonModelData.from_archive(bucket, "models/m/abc/model.tar.gz"),
+        execution_role=iam.Role.from_role_arn(stack, "Role", "arn:aws:iam::111111111111:role/sm"),
+        default_model_name="m",
+    )
+    return TritonEndpoint(
+        stack,
+        "Endpoint",
+        model=model,
+        endpoint_name="dev-a",
+        variants=[ProductionVariant("AllTraffic", "ml.g5.xlarge")],
+        async_output=output,
+    )
+
+
+def test_the_endpoint_renders_its_async_output_and_backlog_scaling_reaches_zero():
+    """TritonEndpoint `async_output` -> AsyncInferenceConfig; TritonAsyncScaling: MinCapacity 0, target tracking on
+    ApproximateBacklogSizePerInstance and the HasBacklogWithoutCapacity step policy under a fixed name (SageMaker
+    "Autoscale an asynchronous endpoint")."""
+    stack, bucket, key = _stack()
+    endpoint = _endpoint(stack, bucket, key, asynchronous=True)
+    TritonAsyncScaling(stack, "Scaling", endpoint=endpoint, variant="AllTraffic", settings=AsyncScalingSettings(0, 2))
+    template = Template.from_stack(stack)
+    template.has_resource_properties(
+        "AWS::SageMaker::EndpointConfig", {"AsyncInferenceConfig": {"OutputConfig": Match.object_like({})}}
+    )
+    template.has_resource_properties("AWS::ApplicationAutoScaling::ScalableTarget", {"MinCapacity": 0})
+    template.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        {"PolicyName": "HasBacklogWithoutCapacity", "PolicyType": "StepScaling"},
+    )
+    template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "MetricName": "HasBacklogWithoutCapacity",
+            "Threshold": 1,
+            "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+            "EvaluationPeriods": 2,
+            "DatapointsToAlarm": 2,
+        },
+    )
+
+
+def test_backlog_scaling_refuses_a_real_time_endpoint():
+    """Scale to zero is for asynchronous endpoints only (SageMaker "Autoscale an asynchronous endpoint")."""
+    stack, bucket, key = _stack()
+    endpoint = _endpoint(stack, bucket, key, asynchronous=False)
+    with pytest.raises(InvalidPropsError, match="no AsyncInferenceConfig"):
+        TritonAsyncScaling(
+            stack, "Scaling", endpoint=endpoint, variant="AllTraffic", settings=AsyncScalingSettings(0, 2)
         )

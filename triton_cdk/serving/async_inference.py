@@ -102,20 +102,6 @@ class AsyncOutput:
             found.append(f"async max_concurrent_invocations_per_instance must be between {low} and {high}, got {value}")
         return found
 
-    def apply_to(self, endpoint: TritonEndpoint) -> None:
-        """Make `endpoint` asynchronous: its endpoint config gets this AsyncInferenceConfig.
-
-        Set on the endpoint config after construction (like `add_rollback_alarm` sets the endpoint's deployment
-        config), so TritonEndpoint's props stay as they are; once per endpoint.
-        """
-        problems = self.problems()
-        if getattr(endpoint, "async_output", None) is not None:
-            problems.append("the endpoint is asynchronous already")
-        if problems:
-            raise InvalidPropsError(f"AsyncOutput for {endpoint.node.path}: " + "; ".join(problems))
-        endpoint.async_output = self  # type: ignore[attr-defined]
-        endpoint.config.async_inference_config = self.render()
-
     def render(self) -> sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty:
         notification = None
         if self.success_topic or self.error_topic:
@@ -148,7 +134,7 @@ class AsyncInference(Construct):
     - notifications: success and error SNS topics, encrypted with `key`, TLS only. Default: True.
     - max_concurrent_invocations_per_instance: Default: - SageMaker chooses.
 
-    `output` is the AsyncOutput to give TritonEndpoint; `grant_read_inputs`, `grant_write_results` and
+    `output` is the AsyncOutput to give TritonEndpoint (`async_output`); `grant_read_inputs`, `grant_write_results` and
     `grant_publish` are what the endpoint's execution role needs (SageMaker acts as that role).
     """
 
@@ -296,7 +282,7 @@ class TritonAsyncScaling(Construct):
         problems = settings.problems()
         if variant not in endpoint.variant_names:
             problems.append(f"unknown variant {variant!r}; the endpoint has {endpoint.variant_names}")
-        if getattr(endpoint, "async_output", None) is None:
+        if endpoint.async_output is None:
             problems.append("the endpoint has no AsyncInferenceConfig; backlog scaling is for asynchronous endpoints")
         if problems:
             raise InvalidPropsError(f"TritonAsyncScaling {self.node.path}: " + "; ".join(problems))

@@ -30,6 +30,7 @@ from triton_cdk.serving.metrics import INVOCATION_NAMESPACE, SageMakerInvocation
 from triton_cdk.serving.triton_model import TritonModel
 
 if TYPE_CHECKING:
+    from triton_cdk.serving.async_inference import AsyncOutput  # async_inference.py builds on this module
     from triton_cdk.serving.shadow import ShadowVariant
 
 INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"
@@ -334,6 +335,8 @@ class TritonEndpoint(_EndpointBase):
     - deployment: Default: - blue/green, all traffic at once, no bake time.
     - data_capture: Default: - no capture.
     - metrics: the endpoint config's MetricsConfig. Default: - none (SageMaker's defaults).
+    - async_output: the endpoint config's AsyncInferenceConfig (triton_cdk/serving/async_inference.py). Default: - a
+      real-time endpoint.
     - shadow: a shadow variant (triton_cdk/serving/shadow.py). Default: - none.
 
     Auto-rollback alarms are attached with `add_rollback_alarm` (alarms are built on this
@@ -352,6 +355,7 @@ class TritonEndpoint(_EndpointBase):
         deployment: DeploymentPolicy | None = None,
         data_capture: DataCapture | None = None,
         metrics: MetricsPublishing | None = None,
+        async_output: AsyncOutput | None = None,
         shadow: ShadowVariant | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -362,6 +366,7 @@ class TritonEndpoint(_EndpointBase):
         self.deployment = deployment or DeploymentPolicy.blue_green(TrafficRouting.all_at_once())
         self.data_capture = data_capture
         self.metrics = metrics
+        self.async_output = async_output
         self.shadow = shadow
         self.rollback_alarms: list[cloudwatch.IAlarm] = []
         self._check()
@@ -385,6 +390,7 @@ class TritonEndpoint(_EndpointBase):
             ],
             data_capture_config=data_capture.render() if data_capture else None,
             metrics_config=metrics.render() if metrics else None,
+            async_inference_config=async_output.render() if async_output else None,
             shadow_production_variants=[shadow.render(self.variants[0])] if shadow else None,
         )
         self.resource = sagemaker.CfnEndpoint(
@@ -459,6 +465,8 @@ class TritonEndpoint(_EndpointBase):
             problems.extend(self.data_capture.problems())
         if self.metrics:
             problems.extend(self.metrics.problems())
+        if self.async_output:
+            problems.extend(self.async_output.problems())
         if self.shadow:
             problems.extend(self.shadow.problems_with(self.variants))
         if problems:
