@@ -170,7 +170,7 @@ def test_package_asks_for_an_environment_python_when_one_must_be_packed(tmp_path
 def test_an_ensemble_key_follows_its_composing_models(tmp_path, capsys):
     """An ensemble's archive holds its composing model folders: its content address covers their digests
     (model_build.key.ensemble_source), so a change to a composing model gives the ensemble a new key."""
-    stage = write_pipeline(tmp_path)
+    stage = write_pipeline(tmp_path).rename(tmp_path / "pipe.yaml")  # `key` loads it as the app: named after its stage
     argv = ["key", "--config", str(stage), "--model", "pipe", "--instance-type", "ml.c5.xlarge"]
     argv += ["--base-dir", str(tmp_path), "--json"]
     assert cli.main(argv) == 0
@@ -200,7 +200,7 @@ def test_a_prebuilt_archive_is_named_where_it_lies_in_the_model_folder():
     assert execution_env_value(locked) is None
 
 
-def test_low10_the_batch_size_is_named_as_the_cause():
+def test_the_batch_size_is_named_as_the_cause():
     """Triton takes an unbatched model's first dim as the batching ensemble's batch axis (core ensemble_utils.cc
     ValidateTensorConsistency compares the full shapes); with a single dim nothing is left for the ensemble."""
     document = pipe_settings()

@@ -176,7 +176,7 @@ def key_of(config: Path, base: Path) -> tuple[int, str, str]:
 
 def test_the_key_changes_when_only_the_data_file_changes(tmp_path: Path) -> None:
     model = save_with_external_data(weighted_model(), tmp_path / "models" / "weighted.onnx", "weighted.data")
-    config = tmp_path / "config.yaml"
+    config = tmp_path / "test.yaml"  # `key` loads it as the app does: a stage's file is named after it
     document = {
         "stage": "test",
         "triton_release": "24.09",
