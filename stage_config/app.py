@@ -41,7 +41,7 @@ REGION_PATTERN = r"[a-z]{2}(-gov)?-[a-z]+-[0-9]"
 
 # S3: "Bucket policies are limited to 20 KB in size" (S3 User Guide, "Bucket policies and user
 # policies"). Measured on the synthesized artifact stack with every name at its longest
-# (tests/foundation/test_config_hostile.py): the policy is at most 2.3 KB without reader accounts and each
+# (tests/foundation/test_config_file_refusals.py): the policy is at most 2.3 KB without reader accounts and each
 # reader account adds 586 bytes (two statements). 2 KB stays free for statements other stacks add.
 BUCKET_POLICY_LIMIT_BYTES = 20_000
 BUCKET_POLICY_BASE_BYTES = 2_300

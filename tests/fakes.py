@@ -3,6 +3,7 @@
 - FakeSageMakerRuntime: SageMaker's runtime front in front of a real local Triton, used by the
   client tests (tests/client/conftest.py's `fake_sagemaker_runtime`) and the pipeline's smoke tests.
 - serving_front: the local endpoint's real front (sockets, threads) on loopback, always shut down.
+- StubTriton: stands in for Triton's private port behind the front: one canned reply, a record of every call.
 - within: fail a block that blocks (a FIFO opened for reading) instead of hanging the test run.
 """
 
@@ -102,6 +103,24 @@ class FakeSageMakerRuntime:
             aws_secret_access_key="testing",
             config=Config(retries={"total_max_attempts": 1}),  # only our retry policy may retry
         )
+
+
+class StubTriton:
+    """Stands in for Triton's private port: one canned reply, a record of every call."""
+
+    def __init__(self, status: int = 200, body: bytes = b'{"outputs": []}') -> None:
+        self.reply = (status, body, {})
+        self.calls: list[str] = []
+
+    def request(self, method, path, body=None, headers=None, *, timeout, max_reply_bytes=None):
+        self.calls.append(path)
+        return self.reply
+
+    def model_path(self, model: str, action: str) -> str:
+        return f"/v2/models/{model}/{action}"
+
+    def healthy(self, mode: str, *, timeout: float = 5.0) -> bool:
+        return True
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ def npy_bytes(shape: tuple[int, ...], descr: str = "<f4", data: bytes = b"") -> 
     return stream.getvalue() + data
 
 
-def test_the_reviewers_128_byte_npy_is_an_error_not_a_37_gib_allocation(
+def test_a_128_byte_npy_declaring_37_gib_is_an_error_not_an_allocation(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     huge = tmp_path / "huge.npy"

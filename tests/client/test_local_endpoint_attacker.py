@@ -23,9 +23,12 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from endpoint_client.client import EndpointClient
 from endpoint_client.local_endpoint import LocalEndpoint, free_port
+from endpoint_client.shm_guard import restrict_regions
 
 ATTACKER = r"""
 import base64, json, os, re, socket, sys
@@ -240,3 +243,28 @@ def test_a_polled_model_loads_once_and_unloads_at_once(triton_env: Path, add_sub
     assert loads == 1
     assert unload_seconds < 10
     assert not list((tmp_path / "work").glob("tmp-sagemaker/*/1/__pycache__/*"))
+
+
+# --- another local user cannot read the Python backend's shared memory ------------------------------------------------
+
+
+def test_the_python_backends_shared_memory_regions_are_owner_only(single_endpoint: LocalEndpoint) -> None:
+    """/dev/shm/local_endpoint_<pid>_<port>_<uuid> carried every request's tensors at 0644 (Boost
+    fchmod()s them past the umask: shm_guard.py). Stat them while the endpoint runs, after an inference."""
+    inputs = {"INPUT0": np.full((1, 4), 13371337.0, np.float32), "INPUT1": np.ones((1, 4), np.float32)}
+    EndpointClient.for_url(single_endpoint.url, model_name="add_sub").invoke(inputs)
+    regions = [Path("/dev/shm", name) for name in os.listdir("/dev/shm") if name.startswith(single_endpoint.shm_prefix)]
+    assert regions, f"no /dev/shm/{single_endpoint.shm_prefix}* while the endpoint runs"
+    modes = {region.name: oct(stat.S_IMODE(region.stat().st_mode)) for region in regions}
+    assert set(modes.values()) == {"0o600"}, modes
+
+
+def test_restrict_regions_touches_only_this_prefix(tmp_path: Path) -> None:
+    """The guard chmods the endpoint's own regions only."""
+    (tmp_path / "local_endpoint_1_2_a").write_bytes(b"x")
+    (tmp_path / "local_endpoint_1_22_b").write_bytes(b"x")
+    for path in tmp_path.iterdir():
+        path.chmod(0o644)
+    assert restrict_regions("local_endpoint_1_2_", tmp_path) == [tmp_path / "local_endpoint_1_2_a"]
+    assert stat.S_IMODE((tmp_path / "local_endpoint_1_2_a").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "local_endpoint_1_22_b").stat().st_mode) == 0o644

@@ -15,7 +15,7 @@ from ensemble_fixtures import (
 from synth_helpers import PROJECT_ROOT
 
 
-def test_m9_a_symlinked_model_folder_is_refused_and_nothing_is_written_outside(tmp_path):
+def test_a_symlinked_model_folder_is_refused_and_nothing_is_written_outside(tmp_path):
     stage = write_pipeline(tmp_path)
     repo = pipeline_repository(tmp_path)
     outside = tmp_path / "outside"
@@ -34,7 +34,7 @@ def test_m9_a_symlinked_model_folder_is_refused_and_nothing_is_written_outside(t
 
 
 @pytest.mark.parametrize(("path", "make"), [("1", "file"), ("config.pbtxt", "folder")])
-def test_low1_a_version_file_or_a_config_folder_is_a_clear_error(tmp_path, path, make):
+def test_a_version_file_or_a_config_folder_is_a_clear_error(tmp_path, path, make):
     stage = write_pipeline(tmp_path)
     repo = pipeline_repository(tmp_path)
     (repo / "pipe").mkdir()

@@ -38,7 +38,7 @@ def hand_written_ensemble(root: Path, tensors: int, steps: int = 1) -> Path:
     return root
 
 
-def test_m10_a_step_over_the_tensor_limit_is_refused_fast(tmp_path):
+def test_a_step_over_the_tensor_limit_is_refused_fast(tmp_path):
     """N=4000 inputs took 77 s and 600 MB (a map scan per input, every output linked to every input)."""
     repo = hand_written_ensemble(tmp_path / "repo", 4000)
     started = time.monotonic()
@@ -48,7 +48,7 @@ def test_m10_a_step_over_the_tensor_limit_is_refused_fast(tmp_path):
     assert f"maps 4000 tensors in its input_map; at most {MAX_STEP_TENSORS} are checked" in problems[0].message
 
 
-def test_m10_steps_at_the_limit_are_checked_in_linear_time(tmp_path):
+def test_steps_at_the_limit_are_checked_in_linear_time(tmp_path):
     """16 steps of 256 inputs and 256 outputs each: 65,536 input-output pairs per step for Triton's graph."""
     repo = hand_written_ensemble(tmp_path / "repo", MAX_STEP_TENSORS, steps=16)
     started = time.monotonic()
@@ -78,7 +78,7 @@ def ensemble_chain(root: Path, length: int) -> Path:
     return root
 
 
-def test_low9_check_and_package_share_one_nesting_limit(tmp_path):
+def test_check_and_package_share_one_nesting_limit(tmp_path):
     deep = ensemble_chain(tmp_path / "deep", MAX_ENSEMBLE_DEPTH + 1)
     problems = [p for p in check_repository(deep, configs_only=True) if p.rule == "ensemble-depth"]
     assert [(p.model, p.message) for p in problems] == [("e0", nesting_message("e0"))]
@@ -90,7 +90,7 @@ def test_low9_check_and_package_share_one_nesting_limit(tmp_path):
     assert len(composing_closure(limit, ["e0"])) == MAX_ENSEMBLE_DEPTH + 1
 
 
-def test_low9_a_long_chain_does_not_exhaust_the_recursion_limit(tmp_path):
+def test_a_long_chain_does_not_exhaust_the_recursion_limit(tmp_path):
     repo = ensemble_chain(tmp_path / "repo", 1100)  # deeper than Python's recursion limit (1000)
     problems = check_repository(repo, configs_only=True)
     assert any(p.rule == "ensemble-depth" and p.model == "e0" for p in problems)

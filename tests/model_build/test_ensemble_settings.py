@@ -192,7 +192,7 @@ def test_reading_a_file_names_it(tmp_path):
 # --- the ensemble interface and tensor names ---------------------------------------------------------
 
 
-def test_m6_a_one_letter_typo_is_refused_not_made_an_input():
+def test_a_one_letter_typo_is_refused_not_made_an_input():
     document = pipe_settings()
     document["ensemble"]["steps"][2]["input_map"] = {"logits": "logit"}
     with pytest.raises(ValidationError) as error:
@@ -203,7 +203,7 @@ def test_m6_a_one_letter_typo_is_refused_not_made_an_input():
     ) in str(error.value)
 
 
-def test_m6_a_declared_interface_must_be_what_the_steps_make():
+def test_a_declared_interface_must_be_what_the_steps_make():
     document = pipe_settings(inputs=["image"], outputs=["labels"])
     settings = ModelSettings.model_validate(document)
     assert (settings.ensemble.inputs, settings.ensemble.outputs) == (["image"], ["labels"])
@@ -217,14 +217,14 @@ def test_m6_a_declared_interface_must_be_what_the_steps_make():
     assert ModelSettings.model_validate(document).ensemble.inputs == ["logit", "image"]
 
 
-def test_m6_undeclared_ensembles_dump_as_before():
+def test_undeclared_ensembles_dump_as_before():
     """No `inputs`/`outputs` key appears in the build document of an ensemble that does not declare them, so
     its artifact digest is unchanged."""
     assert set(ModelSettings.model_validate(pipe_settings()).model_dump(mode="json")["ensemble"]) == {"steps"}
 
 
 @pytest.mark.parametrize("name", ["a\x00b", "a\nb", " ", "\t", "x y", "\x7f"])
-def test_low8_tensor_names_without_control_characters_or_whitespace(name):
+def test_tensor_names_without_control_characters_or_whitespace(name):
     document = pipe_settings()
     document["ensemble"]["steps"][0]["input_map"] = {"image": name}
     with pytest.raises(ValidationError) as error:

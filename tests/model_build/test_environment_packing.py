@@ -62,7 +62,7 @@ def test_the_fake_interpreter_is_a_real_python_to_the_packer(tmp_path):
     assert stat.S_IMODE(python.stat().st_mode) & 0o100
 
 
-def test_low6_pip_installs_the_bytes_that_were_checked(tmp_path):
+def test_pip_installs_the_bytes_that_were_checked(tmp_path):
     """The file was read twice (the check, then the bytes for pip): changed in between, pip got unchecked pins.
     Here the interpreter, asked about itself after the check, rewrites the file; pip still gets the checked bytes."""
     requirements = tmp_path / "requirements.txt"
@@ -85,12 +85,12 @@ def test_low6_pip_installs_the_bytes_that_were_checked(tmp_path):
     assert (marks / "seen.txt").read_bytes() == checked
 
 
-def test_low3_an_interpreter_that_is_not_python_is_a_clear_error():
+def test_an_interpreter_that_is_not_python_is_a_clear_error():
     with pytest.raises(MissingToolError, match=r"/bin/echo: did not answer as a Python 3 interpreter"):
         interpreter("/bin/echo")
 
 
-def test_low3_on_the_command_line(tmp_path):
+def test_an_interpreter_that_is_not_python_is_one_error_line_of_package(tmp_path):
     repo = python_env_repository(tmp_path)
     result = run_cli("package", str(repo), "--out", str(tmp_path / "out"), "--environment-python", "/bin/echo",
                      "--environment-cache", str(tmp_path / "cache"))  # fmt: skip
@@ -98,7 +98,7 @@ def test_low3_on_the_command_line(tmp_path):
     assert len(result.stderr.splitlines()) == 1
 
 
-def test_low4_a_cache_inside_the_repository_is_refused(tmp_path):
+def test_a_cache_inside_the_repository_is_refused(tmp_path):
     repo = python_env_repository(tmp_path)
     options = EnvironmentOptions(python=sys.executable, cache_dir=repo / "pre" / "cache")
     with pytest.raises(ModelBuildError, match="lies inside the repository being packaged"):
@@ -107,7 +107,7 @@ def test_low4_a_cache_inside_the_repository_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["empty", "garbage", "symlink", "folder"])
-def test_low5_a_damaged_cache_entry_is_named_discarded_and_rebuilt(tmp_path, capsys, damage):
+def test_a_damaged_cache_entry_is_named_discarded_and_rebuilt(tmp_path, capsys, damage):
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("numpy==1.26.4\n")
     python = fake_python(tmp_path / "py", "  exit 0")  # pip installs nothing: a valid (empty) environment
@@ -160,7 +160,7 @@ def start_package(repo: Path, out: Path, python: Path, cache: Path) -> subproces
     return subprocess.Popen(argv, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_m11_sigterm_during_pip_ends_pip_and_leaves_nothing(tmp_path):
+def test_sigterm_during_pip_ends_pip_and_leaves_nothing(tmp_path):
     """SIGTERM used to end the CLI on the spot: pip (and what pip started) kept running, the `python-env-*` work
     folder stayed in the cache. Now it is handled like Ctrl-C: pip's process group is killed and every `finally`
     runs. pip here sleeps in a child of its own, as pip's `--python` re-execution does."""
@@ -185,7 +185,7 @@ def test_m11_sigterm_during_pip_ends_pip_and_leaves_nothing(tmp_path):
     assert not out.exists() or list(out.iterdir()) == []
 
 
-def test_m11_sigterm_while_an_archive_is_written_removes_the_temporary_file(tmp_path):
+def test_sigterm_while_an_archive_is_written_removes_the_temporary_file(tmp_path):
     """The environment archive (and the package) are written to `.<name>.<random>.tmp` beside the target
     (model_build.atomic): interrupted, the temporary file is removed, the target never appears.
 
@@ -223,7 +223,7 @@ def test_m11_sigterm_while_an_archive_is_written_removes_the_temporary_file(tmp_
     assert not out.exists() or list(out.iterdir()) == []
 
 
-def test_m11_the_handler_is_the_cli_s_only_while_a_command_runs():
+def test_the_handler_is_the_cli_s_only_while_a_command_runs():
     before = signal.getsignal(signal.SIGTERM)
     assert cli.main(["check", str(PROJECT_ROOT / "examples" / "models"), "--configs-only"]) == 0
     assert signal.getsignal(signal.SIGTERM) == before

@@ -35,7 +35,7 @@ def pip_logical_lines(text: str) -> list[tuple[int, str]]:
         "numpy==1.26.4\r\npillow==12.0.0 #x\n",
     ],
 )
-def test_m1_logical_lines_are_pip_s(text):
+def test_logical_lines_are_pip_s(text):
     """pip's req_file.py joins `\\` continuations (join_lines) before it strips comments (ignore_comments), with
     the backslashes stripped and nothing in between: the lock check must read the same lines."""
     from model_build.requirements_lock import _logical_lines
@@ -43,7 +43,7 @@ def test_m1_logical_lines_are_pip_s(text):
     assert _logical_lines(text) == pip_logical_lines(text)
 
 
-def test_m1_a_comment_ending_in_a_backslash_is_refused():
+def test_a_comment_ending_in_a_backslash_is_refused():
     """`numpy==1.26.4 # locked \\` + `pillow==12.0.0`: pip joins the continuation into the comment, so pillow is
     never installed; the check used to accept both lines."""
     found, problems = requirements_problems("numpy==1.26.4 # locked \\\npillow==12.0.0\n")
@@ -54,7 +54,7 @@ def test_m1_a_comment_ending_in_a_backslash_is_refused():
     ]
 
 
-def test_low6_a_tab_before_the_first_hash_is_refused_as_pip_refuses_it():
+def test_a_tab_before_the_first_hash_is_refused_as_pip_refuses_it():
     """pip's break_args_options splits the requirement from its options at spaces only (`line.split(" ")`), so
     `numpy==1.26.4<TAB>--hash=...` leaves the option in the requirement, which packaging refuses."""
     from packaging.requirements import InvalidRequirement, Requirement
@@ -80,13 +80,13 @@ def test_low6_a_tab_before_the_first_hash_is_refused_as_pip_refuses_it():
         ("md5:" + "a" * 32, "--hash md5: is not one pip accepts"),
     ],
 )
-def test_low6_hashes_have_their_algorithm_s_length(digest, expected):
+def test_hashes_have_their_algorithm_s_length(digest, expected):
     """sha256 is 64 hex digits, sha384 96, sha512 128 (pip's STRONG_HASHES, pip/_internal/utils/hashes.py)."""
     _, problems = requirements_problems(f"numpy==1.26.4 --hash={digest}\n")
     assert len(problems) == 1 and expected in problems[0], problems
 
 
-def test_low6_a_utf8_byte_order_mark_is_read_as_pip_reads_it(tmp_path):
+def test_a_utf8_byte_order_mark_is_read_as_pip_reads_it(tmp_path):
     """pip's `_decode_req_file` drops a UTF-8 BOM; the check refused the file."""
     path = tmp_path / "requirements.txt"
     path.write_bytes(b"\xef\xbb\xbfnumpy==1.26.4\n")
@@ -96,7 +96,7 @@ def test_low6_a_utf8_byte_order_mark_is_read_as_pip_reads_it(tmp_path):
         read_locked_requirements(path)
 
 
-def test_low6_the_oversize_message_is_a_whole_sentence(tmp_path):
+def test_the_oversize_message_is_a_whole_sentence(tmp_path):
     path = tmp_path / "requirements.txt"
     path.write_bytes(b"numpy==1.26.4\n" + b"#" * MAX_REQUIREMENTS_BYTES)
     with pytest.raises(InvalidModelError) as error:

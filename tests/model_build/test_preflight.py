@@ -68,7 +68,7 @@ def stage_settings(stage: Path, name: str) -> ModelSettings:
     return ModelSettings.model_validate(next(m for m in document["models"] if m["name"] == name))
 
 
-def test_h1_folder_config_is_checked_for_the_endpoint_s_instance_type(tmp_path):
+def test_folder_config_is_checked_for_the_endpoint_s_instance_type(tmp_path):
     """The folder's config.pbtxt is what Triton loads: a KIND_GPU group there on a CPU instance type fails at load
     (core instance groups: no GPU), so it is refused at synth even though the stage says KIND_CPU (it did pass)."""
     python_folder(tmp_path, PRE_CONFIG.replace("KIND_CPU", "KIND_GPU"))
@@ -84,7 +84,7 @@ def test_h1_folder_config_is_checked_for_the_endpoint_s_instance_type(tmp_path):
     )
 
 
-def test_h1_folder_config_name_must_be_the_stage_model_name(tmp_path):
+def test_folder_config_name_must_be_the_stage_model_name(tmp_path):
     """Triton: "unexpected directory name ... directory name must equal model name" (the folder is the stage's
     model name in the package)."""
     python_folder(tmp_path, PRE_CONFIG.replace('name: "pre"', 'name: "other"'))
@@ -93,7 +93,7 @@ def test_h1_folder_config_name_must_be_the_stage_model_name(tmp_path):
     assert any("unexpected directory name 'pre' for model 'other'" in message for _, message in found), found
 
 
-def test_h1_stage_values_that_contradict_the_folder_config_are_refused_naming_both(tmp_path):
+def test_stage_values_that_contradict_the_folder_config_are_refused_naming_both(tmp_path):
     python_folder(tmp_path, PRE_CONFIG)  # max_batch_size 0, no dynamic_batching, one KIND_CPU instance
     settings = python_settings(
         max_batch_size=8,
@@ -111,7 +111,7 @@ def test_h1_stage_values_that_contradict_the_folder_config_are_refused_naming_bo
     assert "Triton loads the folder's config.pbtxt" in found["max_batch_size"]
 
 
-def test_h1_keys_the_stage_leaves_out_are_the_folder_s_alone(tmp_path):
+def test_keys_the_stage_leaves_out_are_the_folder_s_alone(tmp_path):
     python_folder(tmp_path, PRE_CONFIG)
     settings = python_settings(instance_groups=[{"kind": "KIND_CPU"}])  # count, batching: not stated
     assert (
@@ -119,7 +119,7 @@ def test_h1_keys_the_stage_leaves_out_are_the_folder_s_alone(tmp_path):
     )
 
 
-def test_h1_the_example_pipelines_agree_with_their_folders():
+def test_the_example_pipelines_agree_with_their_folders():
     for stage, name in (
         ("examples/config/ensemble.yaml", "image_preprocess"),
         ("examples/config/ensemble.yaml", "image_postprocess"),

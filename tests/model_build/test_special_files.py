@@ -30,7 +30,7 @@ from model_build.requirements_lock import (
 )
 
 
-def test_m2_a_fifo_config_is_refused_by_every_reader(tmp_path):
+def test_a_fifo_config_is_refused_by_every_reader(tmp_path):
     repo = tmp_path / "repo"
     (repo / "pre").mkdir(parents=True)
     os.mkfifo(repo / "pre" / "config.pbtxt")
@@ -47,7 +47,7 @@ def test_m2_a_fifo_config_is_refused_by_every_reader(tmp_path):
         assert any("is not a regular file or folder (device, FIFO or socket)" in p for p in problems), problems
 
 
-def test_m2_synth_does_not_wait_on_a_fifo_config(tmp_path):
+def test_synth_does_not_wait_on_a_fifo_config(tmp_path):
     """model_build.preflight read a python folder's config.pbtxt with read_text (for EXECUTION_ENV_PATH and an
     ensemble's composing configs): a FIFO there hung `make synth`."""
     python_folder(tmp_path, PRE_CONFIG)
@@ -62,7 +62,7 @@ def test_m2_synth_does_not_wait_on_a_fifo_config(tmp_path):
             "with the file itself") in found, found  # fmt: skip
 
 
-def test_m2_model_build_config_does_not_wait_on_a_fifo_composing_config(tmp_path):
+def test_model_build_config_does_not_wait_on_a_fifo_composing_config(tmp_path):
     stage = write_pipeline(tmp_path)
     repo = pipeline_repository(tmp_path)
     (repo / "post" / "config.pbtxt").unlink()
@@ -72,7 +72,7 @@ def test_m2_model_build_config_does_not_wait_on_a_fifo_composing_config(tmp_path
     assert not (repo / "pipe").exists()
 
 
-def test_m2_special_requirements_and_environment_files_do_not_block(tmp_path):
+def test_special_requirements_and_environment_files_do_not_block(tmp_path):
     os.mkfifo(tmp_path / "requirements.txt")
     with within(10):
         with pytest.raises(InvalidModelError, match="is not a regular file"):
@@ -82,7 +82,7 @@ def test_m2_special_requirements_and_environment_files_do_not_block(tmp_path):
         assert "not a regular file" in message
 
 
-def test_m2_config_size_is_bounded(tmp_path):
+def test_config_size_is_bounded(tmp_path):
     """Triton configs are a few KB; a bigger file is refused before the protobuf parser sees it."""
     repo = tmp_path / "repo"
     (repo / "m" / "1").mkdir(parents=True)

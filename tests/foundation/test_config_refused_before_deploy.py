@@ -1,6 +1,6 @@
-"""A reviewer's fuzzing of the stage-config loader (load_stage, load_pipeline): configs the loader accepted and a
-later step (the stage's stacks, CloudFormation, an AWS API) refused. Each is now refused by the loader, naming
-the file, field and line; each test names the rule's source. The minimal YAML of each finding is also replayed
+"""Configs a later step (the stage's stacks, CloudFormation, an AWS API) would refuse are refused by the stage-config
+loader (load_stage, load_pipeline) first, naming the file, field and line; each test names the rule's source. Found
+by fuzzing the loader. The minimal YAML of each finding is also replayed
 from config_mutation_corpus.yaml (test_config_properties.py)."""
 
 from __future__ import annotations

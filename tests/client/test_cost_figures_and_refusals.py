@@ -1,5 +1,6 @@
-"""`cost`: regressions for the review of issue #22's cost command (findings H1, M1, M2, L2-L5, L9), each test
-naming the rule's source."""
+"""`cost` prints a figure only where it has one (finite or null, never an invented outcome), prices inference
+components, variants and regions as SageMaker bills them, and refuses input it cannot price; each test names the
+rule's source."""
 
 from __future__ import annotations
 
@@ -23,12 +24,12 @@ def run_error(capsys, *argv: str) -> str:
     return captured.err
 
 
-# --- M1: day names that contain W ---------------------------------------------------------------------------
+# --- day names that contain W ---------------------------------------------------------------------------
 
 
 def test_day_names_with_w_are_day_names() -> None:
     """EventBridge cron (Application Auto Scaling scheduled actions): W is a Day-of-month wildcard only; WED is a
-    Day-of-week name, so `MON-WED` is 2-4 and is averaged (review M1)."""
+    Day-of-week name, so `MON-WED` is 2-4 and is averaged."""
     named = weekly_capacity(
         1, 4, [Action("up", "cron(0 8 ? * MON-WED *)", min_capacity=2), Action("down", "cron(0 20 ? * * *)", 1)]
     )
@@ -44,20 +45,20 @@ def test_day_names_with_w_are_day_names() -> None:
             weekly_capacity(1, 2, [Action("a", schedule, min_capacity=2)])
 
 
-# --- L2: no invented semantics ------------------------------------------------------------------------------
+# --- no invented semantics ------------------------------------------------------------------------------
 
 
 def test_minimum_above_maximum_has_no_figure() -> None:
     """AWS (Application Auto Scaling scheduled scaling) requires an action to leave the new minimum at or below
     the maximum and documents nothing else: a schedule that raises the minimum above the maximum gets no weekly
-    figure, with the reason, instead of an invented outcome (review L2)."""
+    figure, with the reason, instead of an invented outcome."""
     with pytest.raises(NotWeekly, match="minimum 5 is above the maximum 2"):
         weekly_capacity(1, 2, [Action("peak", "cron(0 8 ? * MON *)", min_capacity=5)])
 
 
 def test_same_minute_conflict_has_no_figure() -> None:
     """Application Auto Scaling documents no order for actions firing in the same minute: two that set a bound to
-    different values then give no weekly figure (review L2); two that agree are fine."""
+    different values then give no weekly figure; two that agree are fine."""
     conflicting = [
         Action("a", "cron(0 8 ? * MON *)", min_capacity=2, max_capacity=4),
         Action("b", "cron(0 8 ? * MON *)", min_capacity=3, max_capacity=4),
@@ -85,19 +86,19 @@ def test_minimum_above_maximum_in_the_report(tmp_path: Path, capsys) -> None:
     assert endpoint["scheduled"] is None and "above the maximum" in endpoint["scheduled_note"]
 
 
-# --- M2: finite or null -------------------------------------------------------------------------------------
+# --- finite or null -------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("rate", [1e-320, 5e-324, 1e308, 1.7e308])
 def test_cost_per_million_is_finite_or_null(rate: float) -> None:
     """JSON (RFC 8259) has no Infinity or NaN, and docs/performance.md says null means unknown, never zero: the
-    figure is a finite number above zero, or None (review M2)."""
+    figure is a finite number above zero, or None."""
     value = cost_per_million(1.0, 1000, rate)
     assert value is None or (math.isfinite(value) and value > 0)
 
 
 def test_tiny_cost_per_million_is_not_zero() -> None:
-    """A cost per million far below a cent keeps its significant digits instead of rounding to 0.0 (review M2)."""
+    """A cost per million far below a cent keeps its significant digits instead of rounding to 0.0."""
     value = cost_per_million(1.0, 1, 1e12)
     assert value is not None and value == pytest.approx(1.0 / (1e12 * 3600) * 1e6)
 
@@ -105,7 +106,7 @@ def test_tiny_cost_per_million_is_not_zero() -> None:
 @pytest.mark.parametrize("rate", [1e-320, 1e308])
 def test_loadtest_extreme_rates_print_json_or_null(tmp_path: Path, capsys, rate: float) -> None:
     """`cost --json` output is strict JSON (json.dumps(allow_nan=False)); an extreme rate gives a figure or null
-    with a note, and the text never prints $inf (review M2)."""
+    with a note, and the text never prints $inf."""
     config = stage_file(tmp_path)
     prices = snapshot_file(tmp_path, {"ml.g5.xlarge": 1.0})
     document = {
@@ -126,7 +127,7 @@ def test_loadtest_extreme_rates_print_json_or_null(tmp_path: Path, capsys, rate:
     assert "inf" not in text.lower().replace("inferences", "") and "$0.00 per million" not in text
 
 
-# --- H1: inference components, variants, regions ------------------------------------------------------------
+# --- inference components, variants, regions ------------------------------------------------------------
 
 
 def components_stage(tmp_path: Path, *, low: int = 1, high: int = 3) -> Path:
@@ -159,7 +160,7 @@ def ic_loadtest(tmp_path: Path, copies: int = 4, **target: str) -> Path:
 def test_inference_component_copies_are_not_instances(tmp_path: Path, capsys) -> None:
     """`loadtest --instances` counts "instances (or inference component copies)" (endpoint_client/loadtest_cli.py);
     the bill is the endpoint's instances. With a fixed instance count (min = max) that count is used; 4 copies on
-    2 instances cost 2 instance-hours, not 4 (review H1)."""
+    2 instances cost 2 instance-hours, not 4."""
     config = components_stage(tmp_path, low=2, high=2)
     prices = snapshot_file(tmp_path, {"ml.g5.xlarge": 1.8})
     test = ic_loadtest(tmp_path, copies=4, inference_component="dev-triton-ic-bert-base")
@@ -171,7 +172,7 @@ def test_inference_component_copies_are_not_instances(tmp_path: Path, capsys) ->
 
 def test_inference_component_scaling_instances_must_be_given(tmp_path: Path, capsys) -> None:
     """With managed instance scaling (min != max) the instances during the test are not in the file: refused,
-    asking for --loadtest-instances; given, they are used (review H1)."""
+    asking for --loadtest-instances; given, they are used."""
     config = components_stage(tmp_path, low=1, high=3)
     prices = snapshot_file(tmp_path, {"ml.g5.xlarge": 1.8})
     test = ic_loadtest(tmp_path, copies=4, inference_component="dev-triton-ic-bert-base")
@@ -189,7 +190,7 @@ def test_inference_component_scaling_instances_must_be_given(tmp_path: Path, cap
 
 def test_loadtest_component_must_be_the_endpoints(tmp_path: Path, capsys) -> None:
     """A file that invoked an inference component the priced endpoint does not have measured something else:
-    refused (review H1)."""
+    refused."""
     config = components_stage(tmp_path, low=2, high=2)
     test = ic_loadtest(tmp_path, inference_component="dev-other-component")
     assert "target.inference_component" in run_error(capsys, "--config", str(config), "--loadtest", str(test))
@@ -197,7 +198,7 @@ def test_loadtest_component_must_be_the_endpoints(tmp_path: Path, capsys) -> Non
 
 def test_loadtest_variant_is_priced(tmp_path: Path, capsys) -> None:
     """`target.variant` names the production variant the test drove (loadtest --variant): its instance type is
-    priced, not the primary's; an unknown variant, or none on a multi-variant endpoint, is refused (review H1)."""
+    priced, not the primary's; an unknown variant, or none on a multi-variant endpoint, is refused."""
 
     def variants(data: dict) -> None:
         data["endpoints"][1]["extra_variants"] = [
@@ -220,7 +221,7 @@ def test_loadtest_variant_is_priced(tmp_path: Path, capsys) -> None:
 
 def test_loadtest_region_mismatch_is_refused(tmp_path: Path, capsys) -> None:
     """A load test's `target.region` is where it ran: pricing another region would be a different figure without
-    a word, so it is refused (review H1)."""
+    a word, so it is refused."""
     config = stage_file(tmp_path)
     test = loadtest_file(
         tmp_path,
@@ -234,12 +235,12 @@ def test_loadtest_region_mismatch_is_refused(tmp_path: Path, capsys) -> None:
     assert "us-west-2" in run_error(capsys, "--config", str(config), "--loadtest", str(test))
 
 
-# --- L3: duplicate keys -------------------------------------------------------------------------------------
+# --- duplicate keys -------------------------------------------------------------------------------------
 
 
 def test_duplicate_keys_in_a_loadtest_are_refused(tmp_path: Path, capsys) -> None:
     """RFC 8259 section 4: with duplicate names an object's behaviour is unpredictable (Python keeps the last
-    silently): a load-test JSON with a key twice is refused, naming the key (review L3)."""
+    silently): a load-test JSON with a key twice is refused, naming the key."""
     config = stage_file(tmp_path)
     level = '{"inferences_per_s": 1, "ok": 1, "errors": {}}'
     text = '{"schema_version": 1, "instances": 1, "instances": 8, "levels": [' + level + "]}"
@@ -248,7 +249,7 @@ def test_duplicate_keys_in_a_loadtest_are_refused(tmp_path: Path, capsys) -> Non
 
 
 def test_duplicate_keys_in_a_snapshot_are_refused(tmp_path: Path) -> None:
-    """The same rule (RFC 8259 section 4) for a price snapshot: a price given twice is refused (review L3)."""
+    """The same rule (RFC 8259 section 4) for a price snapshot: a price given twice is refused."""
     from endpoint_client.prices import PriceError, SnapshotPrices
 
     path = tmp_path / "prices.json"
@@ -259,27 +260,25 @@ def test_duplicate_keys_in_a_snapshot_are_refused(tmp_path: Path) -> None:
 
 def test_absurd_price_list_price_is_unknown() -> None:
     """A Price List price at or above the snapshot's bound (10,000 USD a unit) is not an on-demand rate, and 1e308
-    would overflow the monthly figures to infinity (not JSON): it is unknown (review M2)."""
+    would overflow the monthly figures to infinity (not JSON): it is unknown."""
     from endpoint_client.prices import _one_price
 
     item = {"terms": {"OnDemand": {"o": {"priceDimensions": {"d": {"unit": "Hrs", "pricePerUnit": {"USD": "1e308"}}}}}}}
     assert _one_price([item], unit_words=("hr",), what="x").usd is None
 
 
-# --- L4, L5, L9: refusals -----------------------------------------------------------------------------------
+# --- refusals -----------------------------------------------------------------------------------
 
 
 def test_model_memory_needs_compare_multi_model(tmp_path: Path, capsys) -> None:
-    """--model-memory only means something with --compare-multi-model: alone it is refused, not ignored (review
-    L4)."""
+    """--model-memory only means something with --compare-multi-model: alone it is refused, not ignored."""
     config = stage_file(tmp_path)
     assert "--compare-multi-model" in run_error(capsys, "--config", str(config), "--model-memory", "nosuch=1")
 
 
 def test_region_must_be_a_real_region(tmp_path: Path, capsys) -> None:
     """A region must be one of botocore's endpoint data (its partitions' regions; what
-    boto3.session.Session().get_available_regions reads): `xx-fake-9` is refused, not priced as unknown (review
-    L5)."""
+    boto3.session.Session().get_available_regions reads): `xx-fake-9` is refused, not priced as unknown."""
     config = stage_file(tmp_path, region=None)
     assert "botocore" in run_error(capsys, "--config", str(config), "--region", "xx-fake-9")
     report = run_json(capsys, "--config", str(config), "--region", "eu-west-1", "--price-source", "snapshot")
@@ -289,7 +288,7 @@ def test_region_must_be_a_real_region(tmp_path: Path, capsys) -> None:
 @pytest.mark.parametrize("hours", ["1e-300", "0.5", "0"])
 def test_hours_per_month_has_a_sane_minimum(tmp_path: Path, hours: str) -> None:
     """Below one hour a month every figure rounds to $0.00 at cents (docs/performance.md, "Cost": money is rounded
-    to cents): refused as a usage error (review L9)."""
+    to cents): refused as a usage error."""
     with pytest.raises(SystemExit) as exited:
         main(["cost", "--config", str(stage_file(tmp_path)), "--hours-per-month", hours])
     assert exited.value.code == 2

@@ -1,5 +1,6 @@
-"""`recommend`: regressions for the review of issue #22's recommend command (findings M3, M4, M5, L1, L6, L7),
-each test naming the rule's source."""
+"""`recommend`: job names are unique and never cut, the phase fits the job, the payload is deterministic and where
+the role may read it, VPC endpoints get the documented permissions, and its proposals are lines the config loader
+takes; each test names the rule's source."""
 
 from __future__ import annotations
 
@@ -44,13 +45,13 @@ def refused(capsys, args: list) -> str:
     return err
 
 
-# --- M3: default job names are unique and never cut ---------------------------------------------------------
+# --- default job names are unique and never cut ---------------------------------------------------------
 
 
 def test_default_job_name_keeps_the_full_time_and_a_random_part(monkeypatch) -> None:
     """CreateInferenceRecommendationsJob JobName: unique per account and region, and derived resource names are cut
     at 40 characters: a long stage/model part is shortened, the time to the second and a random part survive, and
-    two runs in the same second differ (review M3)."""
+    two runs in the same second differ."""
     monkeypatch.setattr(recommend.time, "gmtime", lambda: (2026, 11, 27, 5, 42, 24, 4, 331, 0))
     first = recommend.default_job_name("a-very-long-stage-name", "an_even_longer_model_name_v2")
     second = recommend.default_job_name("a-very-long-stage-name", "an_even_longer_model_name_v2")
@@ -63,28 +64,28 @@ def test_default_job_name_keeps_the_full_time_and_a_random_part(monkeypatch) -> 
 
 
 def test_default_job_names_of_one_run_share_the_base(capsys, model_config, tmp_path) -> None:
-    """One run's jobs (one per artifact) share the base and differ by the suffix (review M3)."""
+    """One run's jobs (one per artifact) share the base and differ by the suffix."""
     (job,) = dry_run(capsys, without_job_name(argv(model_config)))["jobs"]
     name = job["CreateInferenceRecommendationsJob"]["JobName"]
     assert job["SamplePayload"]["Key"] == f"inference-recommender/{name}/payload.tar.gz"
 
 
-# --- M4: the phase fits the job -----------------------------------------------------------------------------
+# --- the phase fits the job -----------------------------------------------------------------------------
 
 
 def test_phase_longer_than_the_job_is_refused(capsys, model_config) -> None:
     """SageMaker API reference, Phase.DurationInSeconds: "This value should not exceed JobDurationInSeconds"
-    (review M4)."""
+    ."""
     err = refused(capsys, [*argv(model_config, "--duration", "600", "--job-duration", "300"), "--dry-run"])
     assert "--duration 600" in err and "--job-duration 300" in err
     assert main([*argv(model_config, "--duration", "300", "--job-duration", "300"), "--dry-run"]) == 0
 
 
-# --- M5: proposals the config loader takes ------------------------------------------------------------------
+# --- proposals the config loader takes ------------------------------------------------------------------
 
 
 def merged(config_path: Path, lines: list[str], tmp_path: Path) -> Path:
-    """The stage config with the proposed lines merged into the named endpoint, as a reviewer would apply them."""
+    """The stage config with the proposed lines merged into the named endpoint, as a user would apply them."""
     data = yaml.safe_load(config_path.read_text())
     (proposal,) = yaml.safe_load("\n".join(lines))["endpoints"]
     endpoint = next(e for e in data["endpoints"] if e["name"] == proposal["name"])
@@ -117,7 +118,7 @@ def test_single_model_proposal_loads(tmp_path: Path) -> None:
 
 def test_inference_component_proposal_uses_copy_scaling(tmp_path: Path) -> None:
     """On `mode: inference_components` the loader refuses `autoscaling` ("use inference_components.copy_scaling"):
-    the proposal sets copy_scaling.invocations_per_copy instead, and the loader takes it (review M5)."""
+    the proposal sets copy_scaling.invocations_per_copy instead, and the loader takes it."""
     from stage_config import load_config
 
     source = ROOT / "examples" / "config" / "components.yaml"
@@ -131,7 +132,7 @@ def test_inference_component_proposal_uses_copy_scaling(tmp_path: Path) -> None:
 
 def test_multi_gpu_type_on_a_multi_model_endpoint_is_refused(capsys, model_config) -> None:
     """The config loader refuses a multi-GPU type on a multi-model endpoint (single-GPU instances only), so
-    recommend refuses to test one for it before any job is paid for (review M5)."""
+    recommend refuses to test one for it before any job is paid for."""
     args = argv(model_config, types="ml.g5.12xlarge")
     args[args.index("bert_base")] = "resnet50"
     args[args.index("triton-bert")] = "triton-mme"
@@ -139,13 +140,13 @@ def test_multi_gpu_type_on_a_multi_model_endpoint_is_refused(capsys, model_confi
     assert "ml.g5.12xlarge has 4 GPUs" in err and "multi-model" in err
 
 
-# --- L1: deterministic payload bytes ------------------------------------------------------------------------
+# --- deterministic payload bytes ------------------------------------------------------------------------
 
 
 def test_payload_archive_bytes_do_not_depend_on_the_time(monkeypatch) -> None:
     """RFC 1952: the gzip header's MTIME (bytes 4-7) is the time of compression unless given; tarfile's "w:gz"
     writes the current time. The archive is built with mtime 0, uid/gid 0 and no names, so the same inputs give
-    the same bytes at any time (review L1)."""
+    the same bytes at any time."""
     import time
 
     tensors = {"input_ids": np.ones((1, 4), dtype=np.int32)}
@@ -156,7 +157,7 @@ def test_payload_archive_bytes_do_not_depend_on_the_time(monkeypatch) -> None:
     assert gzip.decompress(first)  # still a gzip'd tar
 
 
-# --- L6: the payload where the role can read it -------------------------------------------------------------
+# --- the payload where the role can read it -------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -164,14 +165,14 @@ def test_payload_archive_bytes_do_not_depend_on_the_time(monkeypatch) -> None:
 )
 def test_payload_outside_the_documented_prefix_is_refused(capsys, model_config, uri: str) -> None:
     """The documented role policy (docs/performance.md, "The role") grants s3:GetObject on the artifact bucket's
-    inference-recommender/* only: a payload elsewhere would fail the job after it started (review L6)."""
+    inference-recommender/* only: a payload elsewhere would fail the job after it started."""
     err = refused(capsys, [*argv(model_config, "--payload-s3-uri", uri), "--dry-run"])
     assert "s3://triton-models-dev-replace-me/inference-recommender/" in err
     inside = "s3://triton-models-dev-replace-me/inference-recommender/mine/"
     assert main([*argv(model_config, "--payload-s3-uri", inside), "--dry-run"]) == 0
 
 
-# --- L7: VPC endpoints ---------------------------------------------------------------------------------------
+# --- VPC endpoints ---------------------------------------------------------------------------------------
 
 
 def documented_vpc_statements() -> list[dict]:
@@ -183,7 +184,7 @@ def documented_vpc_statements() -> list[dict]:
 def test_documented_vpc_permissions_are_the_create_model_ones() -> None:
     """A model with a VpcConfig needs the role to manage its network interfaces: the EC2 actions aws-cdk-lib's
     SageMakerCreateModel grants its role for a VPC model (aws-stepfunctions-tasks/lib/sagemaker/create-model.js),
-    each a real IAM action, Resource "*" only where the action has no resource type (policy_sentry) (review L7)."""
+    each a real IAM action, Resource "*" only where the action has no resource type (policy_sentry)."""
     from policy_sentry.querying.actions import get_action_data
 
     statements = documented_vpc_statements()
@@ -201,7 +202,7 @@ def test_documented_vpc_permissions_are_the_create_model_ones() -> None:
 
 
 def test_vpc_endpoint_prints_the_extra_permissions(capsys, model_config, tmp_path) -> None:
-    """recommend on an endpoint with `vpc` says the role needs the EC2 network-interface actions (review L7)."""
+    """recommend on an endpoint with `vpc` says the role needs the EC2 network-interface actions."""
     data = yaml.safe_load(DEV.read_text())
     endpoint = next(e for e in data["endpoints"] if e["name"] == "triton-bert")
     endpoint["vpc"] = {
