@@ -15,6 +15,7 @@ from stacks.artifact_stack import ArtifactStack
 from stacks.stage import StageStacks, add_stage_stacks, stack_prefix
 from stacks.stage_plan import StagePlan
 from stage_config import AppConfig
+from stage_config.async_paths import AsyncPrefixes, async_prefixes
 from stage_config.endpoint import component_name
 from triton_cdk.artifacts import ArtifactStore
 from triton_cdk.grants import grant_statements
@@ -63,10 +64,13 @@ class SmokeAccessStack(cdk.Stack):
         )
         # Grants from the stage's endpoints, components and store, imported by name: the smoke test is the
         # role's only user, and it needs InvokeEndpoint and the served archives, nothing more.
+        asynchronous: dict[str, TritonEndpoint] = {}
         for settings in config.endpoints:
             deployed = config.deployed_endpoint_name(settings)
             endpoint = TritonEndpoint.from_endpoint_name(self, f"Endpoint-{settings.name}", deployed)
             endpoint.grant_invoke(self.role)
+            if getattr(settings, "async_inference", None) is not None:
+                asynchronous[settings.name] = endpoint
             if settings.mode == "inference_components":
                 # InvokeEndpoint with InferenceComponentName acts on the component too (Service Authorization
                 # Reference: InvokeEndpoint's resource types are endpoint and inference-component).
@@ -85,6 +89,20 @@ class SmokeAccessStack(cdk.Stack):
                 key_arn=artifacts.key_arn_import,
             )
             store.grant_read_archives(self.role, keys)
+            for index, (name, endpoint) in enumerate(asynchronous.items()):
+                prefixes = async_prefixes(name)
+                grant_async_smoke(self.role, store, endpoint.endpoint_arn, prefixes, index)
+                shown = f"{artifacts.bucket_arn_export.export_name}/"
+                acknowledge(
+                    self.role,
+                    "AwsSolutions-IAM5",
+                    f"The smoke test of asynchronous endpoint {name} writes one request object per run under its "
+                    "input prefix (a fresh key each) and reads the answer or failure SageMaker names: objects only "
+                    "under those three prefixes.",
+                    applies_to=[
+                        f"Resource::{shown}{prefix}*" for prefix in (prefixes.input, prefixes.output, prefixes.failure)
+                    ],
+                )
             if load_tested_models:
                 models = sorted(set(load_tested_models))
                 grant_load_test_results(self.role, store, models)
@@ -121,6 +139,42 @@ def grant_load_test_results(role: iam.IGrantable, store: ArtifactStore, models: 
             ),
             iam.PolicyStatement(
                 sid="LoadTestResultsKey", actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[store.key_arn]
+            ),
+        ],
+    )
+
+
+def grant_async_smoke(
+    role: iam.IGrantable, store: ArtifactStore, endpoint_arn: str, prefixes: AsyncPrefixes, index: int
+) -> iam.Grant:
+    """The smoke test of an asynchronous endpoint (endpoint_client.async_invoke): InvokeEndpointAsync on it (IAM action
+    sagemaker:InvokeEndpointAsync, resource type endpoint: Service Authorization Reference), s3:PutObject of the
+    request under the input prefix, s3:GetObject of the answer or failure, s3:ListBucket under those two prefixes
+    (without it S3 answers 403 instead of 404 for an answer not written yet: HeadObject, "Permissions"), and the
+    artifact key for the objects it writes (kms:GenerateDataKey) and reads (kms:Decrypt)."""
+    bucket = store.bucket_arn
+    return grant_statements(
+        role,
+        [
+            iam.PolicyStatement(
+                sid=f"SmokeAsyncInvoke{index}", actions=["sagemaker:InvokeEndpointAsync"], resources=[endpoint_arn]
+            ),
+            iam.PolicyStatement(
+                sid=f"SmokeAsyncRequests{index}", actions=["s3:PutObject"], resources=[f"{bucket}/{prefixes.input}*"]
+            ),
+            iam.PolicyStatement(
+                sid=f"SmokeAsyncAnswers{index}",
+                actions=["s3:GetObject"],
+                resources=[f"{bucket}/{prefixes.output}*", f"{bucket}/{prefixes.failure}*"],
+            ),
+            iam.PolicyStatement(
+                sid=f"SmokeAsyncList{index}",
+                actions=["s3:ListBucket"],
+                resources=[bucket],
+                conditions={"StringLike": {"s3:prefix": [f"{prefixes.output}*", f"{prefixes.failure}*"]}},
+            ),
+            iam.PolicyStatement(
+                sid=f"SmokeAsyncKey{index}", actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[store.key_arn]
             ),
         ],
     )
