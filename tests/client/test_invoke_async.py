@@ -21,6 +21,8 @@ import pytest
 from boto3.s3.transfer import TransferConfig
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from endpoint_client import async_body, async_cli, async_invoke, cli
 from endpoint_client.async_invoke import AsyncInvoker, S3Location, parse_s3_uri, reply_content_type
@@ -501,3 +503,42 @@ def test_cli_a_real_time_endpoint_is_refused_naming_the_field(monkeypatch, capsy
     err = capsys.readouterr().err
     assert code == 1
     assert "examples/config/ensemble.yaml: endpoints[0].async_inference: not set" in err
+
+
+NUMERIC_DTYPES = [np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64, np.uint8, np.bool_]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    arrays=st.lists(
+        st.tuples(
+            st.sampled_from(NUMERIC_DTYPES),
+            st.lists(st.integers(min_value=0, max_value=4), min_size=0, max_size=3),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    outputs=st.lists(st.sampled_from(["OUT0", "OUT1"]), max_size=2, unique=True),
+)
+def test_any_mix_of_streamed_and_in_memory_inputs_is_invokes_body(tmp_path_factory, arrays, outputs) -> None:
+    """Property: whatever the dtypes, shapes (empty ones too) and which inputs come from .npy files, the streamed
+    body is byte for byte encode_request's (tritonclient's generate_request_body), Content-Type included."""
+    folder = tmp_path_factory.mktemp("npy")
+    rng = np.random.default_rng(0)
+    streamed, in_memory, expected = [], {}, {}
+    for index, (dtype, shape, from_file) in enumerate(arrays):
+        array = (rng.random(shape) * 10).astype(dtype)
+        name = f"IN{index}"
+        if from_file:
+            np.save(folder / f"{name}.npy", array)
+            streamed.append(async_body.open_npy(name, folder / f"{name}.npy"))
+        else:
+            in_memory[name] = array
+    # the body puts in-memory inputs first, then the streamed ones, in their order
+    expected = {**in_memory, **{s.name: np.load(s.data.path) for s in streamed}}
+    body = async_body.binary_body(streamed, in_memory, outputs)
+    reference = encode_request(expected, outputs=outputs)
+    assert body.read_all() == reference.body
+    assert body.content_type == reference.content_type
+    assert body.size == len(reference.body)
