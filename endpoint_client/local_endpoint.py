@@ -481,7 +481,7 @@ def local_metrics_port(container_environment: Mapping[str, str]) -> int | None:
         return None
     port = container_environment.get("SAGEMAKER_TRITON_METRICS_PORT", "").strip()
     if port:
-        if not port.isdigit() or not 0 < int(port) < 65536:
+        if not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
             raise LocalEndpointError(f"SAGEMAKER_TRITON_METRICS_PORT {port[:20]!r} is not a port (1-65535)")
         return int(port)
     return free_port()

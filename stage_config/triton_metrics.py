@@ -36,7 +36,8 @@ SAGEMAKER_PORT = 8080  # command_line_parser.h sagemaker_port_{8080}; SageMaker'
 TRITON_DEFAULT_GRPC_PORT = 8001  # grpc/grpc_server.h port_{8001}
 # The tritonserver options the typed fields own; getopt also takes an unambiguous prefix of a long option.
 METRICS_OPTIONS = ("--allow-metrics", "--metrics-port")
-_RANGE = re.compile(r"^(\d+)-(\d+)$")
+_RANGE = re.compile(r"^([0-9]+)-([0-9]+)$")
+_PORT = re.compile(r"[0-9]{1,5}")  # ASCII digits only: str.isdigit() also takes other scripts' digits
 
 
 def metrics_environment(enabled: bool, port: int | None) -> dict[str, str]:
@@ -101,4 +102,4 @@ def metrics_problems(
 
 
 def _int(text: str | None) -> int | None:
-    return int(text) if text and text.strip().isdigit() else None
+    return int(text.strip()) if text and _PORT.fullmatch(text.strip()) else None
