@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import math
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,12 +122,18 @@ class _PartsReader(io.RawIOBase):
 
 @dataclass(frozen=True)
 class StreamedArray:
-    """A numeric .npy file's array, described by its header: the data section is streamed, never loaded."""
+    """An input whose bytes stay in their file: a numeric .npy's data section, or a --raw file as one BYTES
+    element (tritonclient's BYTES serialization: a 4-byte little-endian length, then the bytes)."""
 
     name: str
     datatype: str
     shape: list[int]
     data: FilePart
+    prefix: bytes = b""  # sent before the file's bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.prefix) + self.data.length
 
 
 def open_npy(name: str, path: Path) -> StreamedArray:
@@ -213,10 +220,10 @@ def binary_body(
                 "name": array.name,
                 "shape": array.shape,
                 "datatype": array.datatype,
-                "parameters": {"binary_data_size": array.data.length},
+                "parameters": {"binary_data_size": array.size},
             }
         )
-        data.append(array.data)
+        data.extend([array.prefix, array.data])
     if not tensors:
         raise InvalidInputError(
             "no inputs given: pass at least one tensor (--input, --tensor, --inputs-json or a preset)"
@@ -257,6 +264,19 @@ def file_body(path: Path, content_type: str) -> StreamedBody:
     if size > MAX_ASYNC_PAYLOAD_BYTES:  # regular_file's message names the real-time limit: say ours
         raise InvalidInputError(f"--body {path}: over {MAX_ASYNC_PAYLOAD_BYTES} bytes")
     return StreamedBody([FilePart(path, 0, size)], content_type)
+
+
+def open_raw(spec: str, shape: list[int]) -> StreamedArray:
+    """`--raw NAME=FILE`: the file as the one element of a BYTES tensor of `shape`, as `invoke --raw` sends it
+    (endpoint_client.inputs.load_raw_file), streamed instead of read, up to the asynchronous payload limit."""
+    name, sep, path_text = spec.partition("=")
+    if not sep or not name or not path_text:
+        raise InvalidInputError(f"{spec!r} is not NAME=FILE (example: image=cat.jpg)")
+    if math.prod(shape) != 1:
+        raise InvalidInputError(f"--raw-shape {'x'.join(map(str, shape))} holds {math.prod(shape)} elements, not 1")
+    path = Path(path_text)
+    size = regular_file(path, f"input {name!r}", MAX_ASYNC_PAYLOAD_BYTES)
+    return StreamedArray(name, "BYTES", list(shape), FilePart(path, 0, size), struct.pack("<I", size))
 
 
 def split_npy_specs(specs: Sequence[str]) -> tuple[list[StreamedArray], list[str]]:

@@ -13,6 +13,7 @@ API), while the watcher plays SageMaker's queue *in front of* a container, so it
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -126,9 +127,19 @@ def request_body(args: argparse.Namespace) -> async_body.StreamedBody:
             encode_request(collect_inputs(args), outputs=args.output, encoding=Encoding.JSON)
         )
     streamed, rest = async_body.split_npy_specs(args.input)
-    others = argparse.Namespace(**{**vars(args), "input": rest})
-    in_memory = collect_inputs(others) if rest or any((args.tensor, args.inputs_json, args.raw, args.preset)) else {}
-    return async_body.binary_body(streamed, in_memory, args.output)
+    if args.raw:  # files (a camera photo) may pass the real-time 6 MB: streamed, not read
+        from endpoint_client.inputs import parse_shape
+
+        shape = parse_shape(args.raw_shape, "--raw-shape")
+        streamed += [async_body.open_raw(spec, shape) for spec in args.raw]
+    names = {array.name for array in streamed}
+    renamed = {old: new for old, new in args.rename if old in names}
+    streamed = [dataclasses.replace(a, name=renamed.get(a.name, a.name)) for a in streamed]
+    # Everything else as `invoke` builds it (its checks and messages; --rename of any other input there)
+    others = argparse.Namespace(
+        **{**vars(args), "input": rest, "raw": [], "rename": [(o, n) for o, n in args.rename if o not in names]}
+    )
+    return async_body.binary_body(streamed, collect_inputs(others), args.output)
 
 
 def _check_targets(args: argparse.Namespace) -> None:

@@ -542,3 +542,37 @@ def test_any_mix_of_streamed_and_in_memory_inputs_is_invokes_body(tmp_path_facto
     assert body.read_all() == reference.body
     assert body.content_type == reference.content_type
     assert body.size == len(reference.body)
+
+
+def _async_args(*extra: str):
+    return cli.build_parser().parse_args(["invoke-async", "--local-input-dir", "i", "--local-output-dir", "o", *extra])
+
+
+def test_a_raw_file_is_streamed_as_invoke_sends_it_and_may_pass_the_real_time_limit(tmp_path: Path) -> None:
+    """`--raw NAME=FILE`: one BYTES element (tritonclient's serialization: 4-byte length, then the bytes), the same
+    bytes as `invoke --raw`; a camera photo over 6 MB is read from its file, not refused (async: up to 1 GB)."""
+    from endpoint_client.inputs import load_raw_file
+
+    small = tmp_path / "cat.jpg"
+    small.write_bytes(bytes(range(256)) * 40)
+    body = async_cli.request_body(_async_args("--raw", f"image={small}", "--raw-shape", "1x1"))
+    reference = encode_request(load_raw_file(f"image={small}", [1, 1]))
+    assert body.read_all() == reference.body and body.content_type == reference.content_type
+    big = tmp_path / "photo.jpg"
+    with big.open("wb") as stream:
+        stream.truncate(7 * 1024 * 1024)
+    large = async_cli.request_body(_async_args("--raw", f"image={big}"))
+    assert large.size > 7 * 1024 * 1024
+    assert any(isinstance(p, async_body.FilePart) and p.path == big for p in large.parts)  # not read into memory
+
+
+def test_rename_applies_to_streamed_inputs_and_an_unknown_name_is_refused(tmp_path: Path) -> None:
+    np.save(tmp_path / "a.npy", np.ones((1, 2), np.float32))
+    body = async_cli.request_body(_async_args("--input", f"A={tmp_path}/a.npy", "--rename", "A=INPUT0"))
+    assert b'"name":"INPUT0"' in body.read_all()
+    with pytest.raises(InvalidInputError, match="there is no input 'B'"):
+        async_cli.request_body(_async_args("--input", f"A={tmp_path}/a.npy", "--rename", "B=C"))
+    with pytest.raises(InvalidInputError, match="--image and --text go with --preset"):
+        async_cli.request_body(_async_args("--input", f"A={tmp_path}/a.npy", "--image", "x.ppm"))
+    with pytest.raises(InvalidInputError, match="given twice"):
+        async_cli.request_body(_async_args("--input", f"A={tmp_path}/a.npy", "--tensor", "A=FP32:1:1"))
