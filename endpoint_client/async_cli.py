@@ -298,12 +298,17 @@ def run_local_async(args: argparse.Namespace) -> int:
 
     if not args.once:
         _progress(f"answering requests in {args.input_dir} into {args.output_dir} via {args.url}; Ctrl-C stops")
-    watch(
-        args.input_dir,
-        args.output_dir,
-        args.url,
-        once=args.once,
-        poll_seconds=args.poll_interval,
-        echo=lambda line: print(line, flush=True),
-    )
+    try:
+        watch(
+            args.input_dir,
+            args.output_dir,
+            args.url,
+            once=args.once,
+            poll_seconds=args.poll_interval,
+            echo=lambda line: print(line, flush=True),
+        )
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM (run_cli's Terminated): how a watcher is stopped, as `local`
+        if args.once:
+            raise
+        _progress(f"stopping ({'SIGTERM' if type(stop).__name__ == 'Terminated' else 'interrupted'})")
     return 0

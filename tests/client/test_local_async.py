@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -311,3 +313,30 @@ def test_links_fifos_and_folders_in_the_input_folder_get_an_error_not_a_read(tmp
     assert "a link is not followed" in (outbox / "link.json.error").read_text()
     assert "not a regular file" in (outbox / "pipe.json.error").read_text()
     assert (outbox / "folder.json.error").exists()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_the_watcher_stops_cleanly_on_ctrl_c_and_sigterm(tmp_path: Path, signum: int) -> None:
+    """Like `local`: a signal stops the watcher with exit 0 and one line, no traceback, no temporary left."""
+    inbox, outbox = tmp_path / "in", tmp_path / "out"
+    inbox.mkdir()
+    process = subprocess.Popen(
+        _cli("local-async", "--input-dir", str(inbox), "--output-dir", str(outbox), "--url", "http://127.0.0.1:9"),
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not outbox.exists() and time.monotonic() < deadline:  # the watcher creates it once started
+            time.sleep(0.1)
+        process.send_signal(signum)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, stderr
+    assert "stopping" in stderr and "Traceback" not in stderr
+    assert list(outbox.iterdir()) == []
