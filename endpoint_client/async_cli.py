@@ -227,7 +227,7 @@ def _aws_clients(region: str | None, endpoint: str) -> tuple[Any, Any]:
         session = boto3.Session(region_name=region)
         return session.client("sagemaker-runtime"), session.client("s3")
     except BotoCoreError as error:
-        raise EndpointClientError(f"endpoint {endpoint}: {error} (give --region or set AWS_REGION)") from error
+        raise EndpointClientError(f"endpoint {endpoint}: {error} (give --region or set AWS_DEFAULT_REGION)") from error
 
 
 def run_invoke_async(args: argparse.Namespace, *, clients: tuple[Any, Any] | None = None) -> int:
