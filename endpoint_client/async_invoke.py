@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from endpoint_client.async_body import MAX_ASYNC_PAYLOAD_BYTES, StreamedBody
-from endpoint_client.codec import BINARY_CONTENT_TYPE_PREFIX, JSON_CONTENT_TYPE, header_length
+from endpoint_client.codec import BINARY_CONTENT_TYPE_PREFIX, JSON_CONTENT_TYPE, EncodedRequest, header_length
 from endpoint_client.errors import EndpointClientError, EndpointError, InvalidInputError
 from endpoint_client.transport import Reply, _endpoint_error
 
@@ -316,7 +316,9 @@ class AsyncSageMakerTransport:
         name = self.invoker.endpoint_name
         return f"{model} on asynchronous endpoint {name}" if model else f"asynchronous endpoint {name}"
 
-    def send(self, request: Any, *, target_model: str | None = None, inference_component: str | None = None) -> Reply:
+    def send(
+        self, request: EncodedRequest, *, target_model: str | None = None, inference_component: str | None = None
+    ) -> Reply:
         if target_model or inference_component:
             raise InvalidInputError(
                 "asynchronous endpoints serve one model: no target model or inference component (InvokeEndpointAsync "
