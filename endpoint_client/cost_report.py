@@ -73,13 +73,16 @@ def endpoint_cost(
 ) -> dict[str, Any]:
     variants = [(endpoint.variant_name, endpoint.instance_type, endpoint.initial_instance_count)]
     variants += [(v.name, v.instance_type, v.initial_instance_count) for v in endpoint.extra_variants]
+    shadow = endpoint.shadow  # its own instances, never autoscaled (docs/serving.md, "Shadow tests")
+    if shadow:
+        variants.append((shadow.variant_name, shadow.instance_type, shadow.initial_instance_count))
     rows: list[dict[str, Any]] = []
     unknown: list[str] = []
     scheduled_parts: list[float | None] = []
     scheduled_note: str | None = None
     scheduled_instances: tuple[float, float] | None = None
     for name, type_name, initial in variants:
-        bounds = capacity(endpoint, initial)
+        bounds = Capacity(initial, initial) if shadow and name == shadow.variant_name else capacity(endpoint, initial)
         price = prices.hosting_hourly(type_name, region)
         if price.usd is None:
             unknown.append(price.note)
@@ -158,12 +161,14 @@ def build_costs(config: AppConfig, region: str, prices: PriceSource) -> dict[str
     if config.promote_from:
         return {"timeout_minutes": timeout, "builds": [], "note": f"promotes {config.promote_from}'s artifacts"}
     builds: dict[tuple[str, str], dict[str, Any]] = {}
-    for endpoint in config.endpoints:
+    served = [(e.instance_type, e.models) for e in config.endpoints]
+    served += [(e.shadow.instance_type, [e.shadow.model]) for e in config.endpoints if e.shadow]  # built for its type
+    for type_name, names in served:
         try:
-            instance = INSTANCE_TYPES[endpoint.instance_type]
+            instance = INSTANCE_TYPES[type_name]
         except KeyError:
             continue  # refused by the config loader
-        for model in config.served_models(endpoint.models):
+        for model in config.served_models(names):
             if not model.needs_gpu_build:
                 continue
             try:

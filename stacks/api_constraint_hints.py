@@ -37,6 +37,7 @@ _HINTS: dict[str, tuple[tuple[str, str], ...]] = {
         ("ProductionVariants.InferenceAmiVersion", f"{_EP}.inference_ami_version"),
         ("ProductionVariants.ManagedInstanceScaling", f"{_IC}.min_instances / max_instances"),
         ("ProductionVariants.RoutingConfig", f"{_IC}.routing_strategy"),
+        ("ShadowProductionVariants", f"{_EP}.shadow"),
         ("DataCaptureConfig", f"{_EP}.data_capture"),
         ("VpcConfig", f"{_EP}.vpc"),
         ("EnableNetworkIsolation", f"{_EP}.network_isolation"),

@@ -41,6 +41,8 @@ def builds_per_environment(config: AppConfig) -> dict[str, int]:
     for endpoint in config.endpoints:
         for name in endpoint.models:
             add(config.model(name), endpoint.instance_type)
+        if endpoint.shadow:  # built for the shadow's own instance type (stacks/artifact_plan.py)
+            add(config.model(endpoint.shadow.model), endpoint.shadow.instance_type)
     return {environment: len(found) for environment, found in keys.items()}
 
 

@@ -109,5 +109,5 @@ def test_no_rollback_alarm_watches_a_shadow_variant(shipped_templates):
 
 
 def test_the_fixture_holds_a_shadow(shipped_templates):
-    """examples/config/ensemble sets `shadow:`, so every gate (cdk-nag, Guard, API constraints, cfn-lint) sees one."""
-    assert any(shipped.config == "examples/config/ensemble" for shipped, _, _ in _shadowed(shipped_templates))
+    """examples/config/shadow sets `shadow:`, so every gate (cdk-nag, Guard, API constraints, cfn-lint) sees one."""
+    assert any(shipped.config == "examples/config/shadow" for shipped, _, _ in _shadowed(shipped_templates))
