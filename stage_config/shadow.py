@@ -83,7 +83,7 @@ def shadow_problems(endpoint: EndpointSettings) -> list[str]:
             "shadow: not supported with mode 'inference_components' (a component endpoint's variant hosts no model; "
             "a shadow variant is a ProductionVariant with its own model)"
         )
-    if getattr(endpoint, "async_inference", None) is not None:
+    if endpoint.async_inference is not None:
         problems.append(f"shadow: asynchronous endpoints cannot have a shadow variant ({EXCLUSIONS_SOURCE})")
     if endpoint.extra_variants:
         problems.append(

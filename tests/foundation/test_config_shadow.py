@@ -113,3 +113,16 @@ def test_data_capture_stays_allowed_with_a_shadow(tmp_path):
     """ "Create a shadow test": Data Capture may log the requests and responses of both variants."""
     document = set_path(_with_shadow(), f"{BERT}.data_capture", {"enabled": True})
     assert load_config(write(tmp_path, document, "dev")).endpoints[1].data_capture.enabled
+
+
+def test_an_asynchronous_endpoint_cannot_have_a_shadow(tmp_path):
+    """ "Shadow tests" > "Exclusions": asynchronous inference."""
+    document = shipped("examples/config/async.yaml")
+    endpoint = document["endpoints"][0]
+    endpoint["shadow"] = {
+        "model": endpoint["models"][0],
+        "instance_type": endpoint["instance_type"],
+        "sampling_percent": 10,
+    }
+    message = refusal(write(tmp_path, document))
+    assert "shadow: asynchronous endpoints cannot have a shadow variant" in message and EXCLUSIONS_SOURCE in message
