@@ -10,17 +10,27 @@ What is not here: a request's time to live and invocation timeout are InvokeEndp
 request by the client (`python -m endpoint_client invoke-async`), not endpoint-config members.
 
 Combinations refused at config load, each with its source:
-- mode multi_model / inference_components: this project makes single-model endpoints asynchronous only (the
-  issue's scope); the AsyncInferenceConfig belongs to the endpoint config of a real-time-style variant.
+- Inf1 instances (`instance_type` or an `extra_variants` instance type): SageMaker "Asynchronous inference": "if your
+  endpoint uses any of the features listed in this Exclusions page, you cannot use Asynchronous Inference"; the link
+  is the deployment guardrails' "Exclusions" page (docs/sagemaker/latest/dg/deployment-guardrails-exclusions.html),
+  which lists "Marketplace containers" and "Endpoints that use Inf1 (Inferentia-based) instances", and for rolling
+  deployments "Serverless inference endpoints" and "Multi-variant inference endpoints". This project builds no
+  Marketplace or serverless endpoints, and refuses rolling deployments of multi-variant endpoints for every endpoint
+  (stage_config/endpoint.py), so Inf1 is the one left to refuse here. (An earlier version of that page, in the
+  archived awsdocs/amazon-sagemaker-developer-guide, also listed multi-container, multi-model, network isolation,
+  multi-variant, KMS, data capture and Elastic Inference; the current page does not, and an AsyncInferenceConfig
+  itself takes a KmsKeyId.)
+- mode multi_model / inference_components: no AWS source found excludes them; this project's scope (the issue's:
+  single-model endpoints are made asynchronous).
 - `autoscaling:` beside `async_inference:`: SageMaker "Alarms and logs for tracking metrics from asynchronous
-  endpoints": "Invocations" and "InvocationsPerInstance" are not published for asynchronous endpoints, so the
-  invocation target never sees data; backlog scaling (`async_inference.scaling`) replaces it, and one scalable
-  target per variant carries the policies.
+  endpoints": "Any metric not listed below is not published if the endpoint is enabled for asynchronous inference",
+  naming "Invocations" and "InvocationsPerInstance", so invocation-based targets never see data; backlog scaling
+  (`async_inference.scaling`) replaces it, and one scalable target per variant carries the policies.
 - `extra_variants:` with backlog scaling: the backlog metrics (ApproximateBacklogSizePerInstance,
   HasBacklogWithoutCapacity) carry the EndpointName dimension only (same page), so they cannot steer one variant
   among several.
-- deployment.rollback_alarms 'errors_4xx': its alarm is a rate over `Invocations`, which asynchronous endpoints do
-  not publish (same page), so it could never roll a deployment back.
+- `alarms.errors_4xx_rate_percent`: a rate over `Invocations` (same page: not published); an asynchronous endpoint's
+  4XX alarm counts Invocation4XXErrors instead (triton_cdk/serving/monitoring.py), so it may roll a deployment back.
 """
 
 from __future__ import annotations
@@ -47,6 +57,12 @@ MAX_CONCURRENT_INVOCATIONS = limits("sagemaker", "MaxConcurrentInvocationsPerIns
 _MAX_INSTANCES = 1000
 _SCALING_DEFAULTS = AsyncScalingSettings(min_capacity=0, max_capacity=1)
 ALARMED_DOCS = "docs/serving.md, 'Asynchronous endpoints'"
+METRICS_SOURCE = "SageMaker 'Alarms and logs for tracking metrics from asynchronous endpoints'"
+EXCLUSIONS_SOURCE = (
+    "SageMaker 'Asynchronous inference': an endpoint using a feature of the deployment guardrails' 'Exclusions' page "
+    "cannot use Asynchronous Inference; that page lists 'Endpoints that use Inf1 (Inferentia-based) instances'"
+)
+INF1_PREFIX = "ml.inf1."
 
 
 class AsyncScalingConfig(StrictModel):
@@ -118,25 +134,30 @@ def async_problems(endpoint: EndpointSettings) -> list[str]:
     problems = []
     if endpoint.mode != "single_model":
         problems.append(
-            f"async_inference is for mode 'single_model' only (got '{endpoint.mode}'); this project makes "
-            "single-model endpoints asynchronous"
+            f"async_inference is for mode 'single_model' only (got '{endpoint.mode}'): this project's scope (no AWS "
+            "source excludes it)"
         )
+    instance_types = {"instance_type": endpoint.instance_type}
+    for i, variant in enumerate(endpoint.extra_variants):
+        instance_types[f"extra_variants[{i}].instance_type"] = variant.instance_type
+    for field, instance_type in instance_types.items():
+        if instance_type.startswith(INF1_PREFIX):
+            problems.append(f"{field}: {instance_type} cannot serve asynchronous inference ({EXCLUSIONS_SOURCE})")
     if endpoint.autoscaling is not None:
         problems.append(
-            "autoscaling: an asynchronous endpoint publishes no Invocations / InvocationsPerInstance (SageMaker "
-            "'Alarms and logs for tracking metrics from asynchronous endpoints'); use async_inference.scaling "
-            "(backlog target tracking, min_capacity 0 allowed) instead"
+            f"autoscaling: an asynchronous endpoint publishes no Invocations / InvocationsPerInstance ({METRICS_SOURCE}"
+            "); use async_inference.scaling (backlog target tracking, min_capacity 0 allowed) instead"
         )
     if endpoint.extra_variants and settings.scaling is not None:
         problems.append(
             "extra_variants: backlog scaling follows ApproximateBacklogSizePerInstance, which SageMaker publishes "
-            "per endpoint (EndpointName only), so it cannot scale one of several variants; remove extra_variants or "
-            "async_inference.scaling"
+            f"per endpoint (EndpointName only: {METRICS_SOURCE}), so it cannot scale one of several variants; remove "
+            "extra_variants or async_inference.scaling"
         )
-    if "errors_4xx" in endpoint.deployment.rollback_alarms:
+    if "errors_4xx_rate_percent" in endpoint.alarms.model_fields_set:
         problems.append(
-            "deployment.rollback_alarms: 'errors_4xx' is a rate over Invocations, which asynchronous endpoints do not "
-            "publish (SageMaker 'Alarms and logs for tracking metrics from asynchronous endpoints')"
+            "alarms.errors_4xx_rate_percent: a rate over Invocations, which an asynchronous endpoint does not publish "
+            f"({METRICS_SOURCE}); its 4XX alarm counts Invocation4XXErrors (1 or more per alarms.period_seconds)"
         )
     scaling = settings.scaling
     if scaling is not None and not scaling.min_capacity <= endpoint.initial_instance_count <= scaling.max_capacity:

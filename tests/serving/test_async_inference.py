@@ -6,6 +6,7 @@ triton_cdk/serving/async_inference.py quote them.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -31,6 +32,7 @@ from triton_cdk.serving.async_inference import (
     AsyncScalingSettings,
     TritonAsyncScaling,
 )
+from triton_cdk.serving.monitoring import AlarmThresholds, TritonEndpointMonitoring, VariantHardware
 
 BASE = {"name": "a", "mode": "single_model", "models": ["m"], "instance_type": "ml.g5.xlarge"}
 EXAMPLE = PROJECT_ROOT / "examples" / "config" / "async.yaml"
@@ -72,10 +74,23 @@ def test_request_ttl_and_invocation_timeout_are_not_endpoint_config_members():
 
 @pytest.mark.parametrize("mode", ["multi_model", "inference_components"])
 def test_async_is_for_single_model_endpoints(mode):
-    """Issue #26 part 1 scopes async to single-model endpoints (`mode: async`, or an `async_inference:` block on a
-    single-model endpoint)."""
-    with pytest.raises(ValidationError, match="async_inference is for mode 'single_model' only"):
+    """This project's scope, not an AWS exclusion: issue #26 part 1 makes single-model endpoints asynchronous
+    (`mode: async`, or an `async_inference:` block on a single-model endpoint). SageMaker's deployment guardrails
+    "Exclusions" page, which "Asynchronous inference" points to, lists no multi-model endpoints or inference
+    components (only an archived earlier version listed multi-model endpoints), so the message says so."""
+    with pytest.raises(ValidationError, match="async_inference is for mode 'single_model' only") as raised:
         endpoint(mode=mode, models=["m", "n"])
+    assert "this project's scope" in str(raised.value)
+
+
+def test_inf1_instances_are_refused():
+    """SageMaker "Asynchronous inference": "if your endpoint uses any of the features listed in this Exclusions page,
+    you cannot use Asynchronous Inference"; the link is deployment-guardrails-exclusions.html, which lists "Endpoints
+    that use Inf1 (Inferentia-based) instances" (besides Marketplace containers, which this project never builds).
+    An extra variant's Inf1 type is refused already by the instance catalogue (no Inf1 family)."""
+    with pytest.raises(ValidationError, match="cannot serve asynchronous inference") as raised:
+        endpoint(instance_type="ml.inf1.xlarge")
+    assert "instance_type: ml.inf1.xlarge" in str(raised.value) and "'Exclusions' page" in str(raised.value)
 
 
 def test_invocation_autoscaling_is_refused_beside_async():
@@ -95,10 +110,14 @@ def test_backlog_scaling_is_refused_with_several_variants():
         )
 
 
-def test_the_4xx_rate_rollback_alarm_is_refused():
-    """Same page: the 4xx alarm is a rate over Invocations, which asynchronous endpoints do not publish."""
-    with pytest.raises(ValidationError, match="errors_4xx"):
-        endpoint(deployment={"rollback_alarms": ["latency", "errors_4xx"]})
+def test_the_4xx_rate_threshold_is_refused_and_the_4xx_count_may_roll_back():
+    """Same page: Invocations is not published for asynchronous endpoints, so a 4XX rate over it never has data;
+    Invocation4XXErrors is on the page's list ("Common Endpoint Metrics"), so the asynchronous endpoint's 4XX alarm
+    counts it (triton_cdk/serving/monitoring.py) and may be a rollback alarm."""
+    with pytest.raises(ValidationError, match=r"alarms\.errors_4xx_rate_percent: a rate over Invocations"):
+        endpoint(alarms={"errors_4xx_rate_percent": 10})
+    allowed = endpoint(deployment={"rollback_alarms": ["latency", "errors_4xx"]})
+    assert allowed.deployment.rollback_alarms == ["latency", "errors_4xx"]
 
 
 def test_scale_to_zero_is_allowed_on_async_only():
@@ -274,3 +293,35 @@ def test_backlog_scaling_refuses_a_real_time_endpoint():
         TritonAsyncScaling(
             stack, "Scaling", endpoint=endpoint, variant="AllTraffic", settings=AsyncScalingSettings(0, 2)
         )
+
+
+@pytest.mark.parametrize("asynchronous", [True, False])
+def test_endpoint_monitoring_uses_only_what_an_asynchronous_endpoint_publishes(asynchronous):
+    """SageMaker "Alarms and logs for tracking metrics from asynchronous endpoints": "Any metric not listed below is not
+    published if the endpoint is enabled for asynchronous inference", e.g. OverheadLatency, Invocations,
+    InvocationsPerInstance. On an asynchronous endpoint TritonEndpointMonitoring's 4XX alarm counts
+    Invocation4XXErrors (Sum >= 1, listed) and its dashboard names none of the three; a real-time endpoint keeps the
+    rate over Invocations and the invocation graphs."""
+    stack, bucket, key = _stack()
+    endpoint = _endpoint(stack, bucket, key, asynchronous=asynchronous)
+    TritonEndpointMonitoring(
+        stack,
+        "Monitoring",
+        endpoint=endpoint,
+        thresholds=AlarmThresholds(),
+        hardware_by_variant={"AllTraffic": VariantHardware(vcpus=4, gpu_count=1)},
+        multi_model=False,
+    )
+    template = Template.from_stack(stack)
+    alarms = template.find_resources("AWS::CloudWatch::Alarm")
+    (errors_4xx,) = [a["Properties"] for a in alarms.values() if "4XX" in a["Properties"]["AlarmDescription"]]
+    dashboard = json.dumps(template.find_resources("AWS::CloudWatch::Dashboard"))
+    unpublished = ["OverheadLatency", '\\"Invocations\\"', "InvocationsPerInstance"]
+    if asynchronous:
+        assert errors_4xx["MetricName"] == "Invocation4XXErrors" and errors_4xx["Statistic"] == "Sum"
+        assert (errors_4xx["Threshold"], errors_4xx["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+        assert not [name for name in unpublished if name in dashboard]
+        assert "SampleCount" in dashboard  # the instance count: CPUUtilization's samples per minute
+    else:
+        assert {m["Id"] for m in errors_4xx["Metrics"]} >= {"errors", "invocations"}
+        assert all(name in dashboard for name in unpublished)

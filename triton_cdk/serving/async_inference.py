@@ -18,7 +18,9 @@ Sources (cited by the tests):
   ApproximateBacklogSizePerInstance, ApproximateAgeOfOldestRequest and HasBacklogWithoutCapacity carry the
   EndpointName dimension only; RequestDownloadFailures, ResponseUploadFailures, NotificationFailures,
   ExpiredRequests, InvocationFailures (Sum) and TimeInBacklog / TotalProcessingTime carry EndpointName and
-  VariantName. Invocations and InvocationsPerInstance are not published for asynchronous endpoints.
+  VariantName. Invocations and InvocationsPerInstance are not published for asynchronous endpoints ("Any metric not
+  listed below is not published"): the endpoint's own alarms and dashboard follow that list too
+  (triton_cdk/serving/monitoring.py; tests/contract/test_async_metrics_rules.py).
 """
 
 from __future__ import annotations
@@ -430,7 +432,8 @@ class TritonAsyncMonitoring(Construct):
         topic: sns.ITopic | None,
     ) -> None:
         endpoint_name = self._endpoint_name
-        name = f"{endpoint_name}-async-{kind.replace('_', '-')}"
+        # <endpoint>-<variant>-<kind> / <endpoint>-backlog-age: the kinds differ from TritonEndpointMonitoring's.
+        name = f"{endpoint_name}-{kind.replace('_', '-')}"
         alarm = cloudwatch.Alarm(
             self,
             "".join(p[:1].upper() + p[1:] for p in kind.replace("-", "_").split("_")) + "Alarm",

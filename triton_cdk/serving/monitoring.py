@@ -9,6 +9,15 @@ are multiplied by 1000. CPU, GPU and GPU memory utilisation run 0-100 x the numb
 so per-device thresholds are multiplied by the variant's count. ModelCacheHit's Average is a
 0-1 ratio. Missing data is NOT_BREACHING everywhere: an idle endpoint publishes no invocation
 metrics and must not alarm.
+
+Asynchronous endpoints (the endpoint has an AsyncInferenceConfig) publish only the metrics SageMaker lists in
+"Alarms and logs for tracking metrics from asynchronous endpoints" ("Any metric not listed below is not published
+if the endpoint is enabled for asynchronous inference", e.g. OverheadLatency, Invocations, InvocationsPerInstance),
+plus host-level metrics. There the 4XX alarm counts Invocation4XXErrors (Sum >= ASYNC_ERRORS_4XX per period)
+instead of its rate over Invocations, and the dashboard shows no Invocations, InvocationsPerInstance or
+OverheadLatency: the instance count is CPUUtilization's SampleCount per minute (SageMaker "Troubleshooting"
+asynchronous inference: "check the sample count statistic for a 1 minute period").
+tests/contract/test_async_metrics_rules.py checks every shipped template against that list.
 """
 
 from __future__ import annotations
@@ -30,6 +39,9 @@ MICROSECONDS_PER_MS = 1000
 GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
 GTE = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
 LT = cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD
+# Asynchronous endpoints: Invocation4XXErrors (Sum) per period that alarm; every failed asynchronous request alarms,
+# as with the asynchronous failure alarms (triton_cdk/serving/async_inference.py, AsyncAlarmThresholds.failures).
+ASYNC_ERRORS_4XX = 1
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,8 @@ class TritonEndpointMonitoring(Construct):
         self.endpoint = endpoint
         self.thresholds = thresholds
         self.multi_model = multi_model
+        # Only the metrics of SageMaker's list exist for an asynchronous endpoint (module doc).
+        self.asynchronous = endpoint.async_output is not None
         self.alarms: dict[str, dict[str, cloudwatch.Alarm]] = {}
         self.alarm_names: list[str] = []  # literal names (the L2's alarm_name is a Ref token)
         for variant in endpoint.variant_names:
@@ -127,7 +141,7 @@ class TritonEndpointMonitoring(Construct):
         t, e, v = self.thresholds, self.endpoint, variant
         period = cdk.Duration.seconds(t.period_seconds)
         specs = [
-            *invocation_alarm_specs(t, e, variant=v),
+            *invocation_alarm_specs(t, e, asynchronous=self.asynchronous, variant=v),
             _AlarmSpec(
                 "cpu",
                 f"CPUUtilization above {t.cpu_percent:g} % per vCPU ({hardware.vcpus} vCPUs)",
@@ -218,6 +232,8 @@ class TritonEndpointMonitoring(Construct):
                 title=f"{v}: {title}", left=metrics, left_annotations=annotations, width=8, height=6, **props
             )
 
+        if self.asynchronous:
+            return self._async_variant_widgets(v, hardware, graph)
         # No metric reports the instance count; Invocations / InvocationsPerInstance gives it
         # whenever the variant is serving traffic.
         instances = cloudwatch.MathExpression(
@@ -262,6 +278,45 @@ class TritonEndpointMonitoring(Construct):
                 graph("memory (%)", [e.metric_memory_utilization(variant=v, period=minute)], "memory"),
             ],
         ]
+        return rows + self._device_widgets(v, hardware, graph)
+
+    def _async_variant_widgets(self, v: str, hardware: VariantHardware, graph) -> list[list[cloudwatch.IWidget]]:
+        """An asynchronous variant's rows: only metrics it publishes (module doc), no Invocations or OverheadLatency."""
+        e, minute = self.endpoint, cdk.Duration.minutes(1)
+        rows: list[list[cloudwatch.IWidget]] = [
+            [
+                graph(
+                    "instance count",
+                    [e.metric_cpu_utilization(variant=v, period=minute, statistic="SampleCount", label="instances")],
+                ),
+                graph(
+                    "latency (µs)",
+                    [
+                        e.metric_model_latency(variant=v, statistic="p50", period=minute),
+                        e.metric_model_latency(variant=v, statistic="p99", period=minute),
+                    ],
+                    alarm="latency",
+                ),
+                graph(
+                    "errors",
+                    [
+                        e.metric_invocation_4xx_errors(variant=v, period=minute),
+                        e.metric_invocation_5xx_errors(variant=v, period=minute),
+                    ],
+                    alarm="errors_5xx",
+                ),
+            ],
+            [
+                graph(f"CPU (0-{100 * hardware.vcpus} %)", [e.metric_cpu_utilization(variant=v, period=minute)], "cpu"),
+                graph("memory (%)", [e.metric_memory_utilization(variant=v, period=minute)], "memory"),
+            ],
+        ]
+        return rows + self._device_widgets(v, hardware, graph)
+
+    def _device_widgets(self, v: str, hardware: VariantHardware, graph) -> list[list[cloudwatch.IWidget]]:
+        """GPU rows on GPU instances, model-cache rows on multi-model endpoints."""
+        e, minute = self.endpoint, cdk.Duration.minutes(1)
+        rows: list[list[cloudwatch.IWidget]] = []
         if hardware.gpu_count:
             gpu_max = 100 * hardware.gpu_count
             rows.append(
@@ -295,14 +350,40 @@ class TritonEndpointMonitoring(Construct):
 
 
 def invocation_alarm_specs(
-    t: AlarmThresholds, source: SageMakerInvocationMetrics, **dimensions: str
+    t: AlarmThresholds, source: SageMakerInvocationMetrics, *, asynchronous: bool = False, **dimensions: str
 ) -> list[_AlarmSpec]:
     """The alarms every SageMaker hosting unit shares (latency, 5xx, 4xx rate), on AWS/SageMaker metrics.
 
     `source` is the endpoint (with `variant=` in `dimensions`) or the inference component: their metric
-    helpers differ only in the dimensions they fill in (triton_cdk/serving/metrics.py).
+    helpers differ only in the dimensions they fill in (triton_cdk/serving/metrics.py). `asynchronous`: the 4xx
+    alarm counts Invocation4XXErrors, because an asynchronous endpoint publishes no Invocations (module doc).
     """
     period = cdk.Duration.seconds(t.period_seconds)
+    errors_4xx = (
+        _AlarmSpec(
+            "errors_4xx",
+            f"{ASYNC_ERRORS_4XX} or more Invocation4XXErrors per {period.to_minutes()} min",
+            lambda: source.metric_invocation_4xx_errors(statistic="Sum", period=period, **dimensions),
+            ASYNC_ERRORS_4XX,
+            GTE,
+        )
+        if asynchronous
+        else _AlarmSpec(
+            "errors_4xx",
+            f"Invocation4XXErrors above {t.errors_4xx_rate_percent:g} % of invocations",
+            lambda: cloudwatch.MathExpression(
+                expression="IF(invocations > 0, 100 * errors / invocations, 0)",
+                using_metrics={
+                    "errors": source.metric_invocation_4xx_errors(period=period, **dimensions),
+                    "invocations": source.metric_invocations(period=period, **dimensions),
+                },
+                label="4XX error rate (%)",
+                period=period,
+            ),
+            t.errors_4xx_rate_percent,
+            GT,
+        )
+    )
     return [
         _AlarmSpec(
             "latency",
@@ -318,21 +399,7 @@ def invocation_alarm_specs(
             t.errors_5xx,
             GTE,
         ),
-        _AlarmSpec(
-            "errors_4xx",
-            f"Invocation4XXErrors above {t.errors_4xx_rate_percent:g} % of invocations",
-            lambda: cloudwatch.MathExpression(
-                expression="IF(invocations > 0, 100 * errors / invocations, 0)",
-                using_metrics={
-                    "errors": source.metric_invocation_4xx_errors(period=period, **dimensions),
-                    "invocations": source.metric_invocations(period=period, **dimensions),
-                },
-                label="4XX error rate (%)",
-                period=period,
-            ),
-            t.errors_4xx_rate_percent,
-            GT,
-        ),
+        errors_4xx,
     ]
 
 
