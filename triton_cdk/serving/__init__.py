@@ -12,6 +12,7 @@ from triton_cdk.serving.endpoint import DataCapture, ProductionVariant, TritonEn
 from triton_cdk.serving.inference_components import TritonComponentEndpoint, TritonInferenceComponent
 from triton_cdk.serving.model_data import TritonModelData
 from triton_cdk.serving.monitoring import AlarmThresholds, TritonEndpointMonitoring
+from triton_cdk.serving.shadow import ShadowComparison, ShadowVariant
 from triton_cdk.serving.triton_model import TritonModel
 
 __all__ = [
@@ -19,6 +20,8 @@ __all__ = [
     "DataCapture",
     "DeploymentPolicy",
     "ProductionVariant",
+    "ShadowComparison",
+    "ShadowVariant",
     "TrafficRouting",
     "TritonComponentEndpoint",
     "TritonComponentMonitoring",
