@@ -10,8 +10,11 @@ Sources (SageMaker API reference and developer guide):
 - "Testing models with shadow variants" (model-shadow-deployment): the shadow is a ProductionVariant with its own
   SageMaker Model, its own `InitialVariantWeight`.
 - ProductionVariant `InitialVariantWeight`: traffic follows the ratio of a variant's weight to the others'. The
-  share of the production variant's requests copied to the shadow is the shadow's weight relative to the
-  production variant's (weight 1 against 1 copies every request): `shadow_weight` below.
+  share of the production variant's requests copied to the shadow is taken as the shadow's weight relative to the
+  production variant's (`shadow_weight` below). Evidence: AWS's own example gives both variants weight 1 (every
+  request copied); the ratio reading is the API's definition of the weight applied to the shadow and what public
+  write-ups state; no AWS page says it in so many words, so check the copied share (the shadow's Invocations
+  against production's, on the comparison dashboard) after the first deploy.
 - "Shadow tests" dashboard: SageMaker compares invocation and instance metrics of the production and shadow
   variants side by side; the metrics carry the shadow's VariantName (`ShadowComparison`).
 
