@@ -463,7 +463,7 @@ def test_cli_dry_run_shows_the_requests_from_the_stage_config(monkeypatch, capsy
             "--config",
             "examples/config/async.yaml",
             "--endpoint",
-            "triton-async",
+            "image",
             "--raw",
             "image=examples/images/cat.jpg",
             "--ttl",
@@ -477,11 +477,11 @@ def test_cli_dry_run_shows_the_requests_from_the_stage_config(monkeypatch, capsy
     out, err = capsys.readouterr()
     assert code == 0, err
     shown = json.loads(out)
-    prefix = async_prefixes("triton-async").input
+    prefix = async_prefixes("image").input
     assert shown["upload"]["Bucket"] == "triton-models-async-replace-me"
     assert shown["upload"]["Key"] == f"{prefix}<uuid>"
     request = shown["InvokeEndpointAsync"]
-    assert request["EndpointName"] == "async-triton-async"
+    assert request["EndpointName"] == "async-image"
     assert request["InputLocation"] == f"s3://triton-models-async-replace-me/{prefix}<uuid>"
     assert (request["RequestTTLSeconds"], request["InvocationTimeoutSeconds"]) == (3600, 600)
 

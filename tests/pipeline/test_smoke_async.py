@@ -28,9 +28,9 @@ ADD_SUB = text_format.Parse(
     (PROJECT_ROOT / "examples" / "models" / "add_sub" / "config.pbtxt").read_text(), mc.ModelConfig()
 )
 BUCKET = "stage-bucket"
-PREFIX = async_prefixes("triton-async").input
-OUTPUT = f"s3://{BUCKET}/{async_prefixes('triton-async').output}abc.out"
-FAILURE = f"s3://{BUCKET}/{async_prefixes('triton-async').failure}abc-error.out"
+PREFIX = async_prefixes("image").input
+OUTPUT = f"s3://{BUCKET}/{async_prefixes('image').output}abc.out"
+FAILURE = f"s3://{BUCKET}/{async_prefixes('image').failure}abc-error.out"
 ANSWER = {
     "model_name": "add_sub",
     "outputs": [
@@ -46,7 +46,7 @@ def _clients() -> tuple[Any, Any]:
 
 def _plan(prefix: str | None = PREFIX) -> SmokePlan:
     endpoint = EndpointCheck(
-        "triton-async", "async-triton-async", 100.0, [ModelCheck("add_sub", "k", None)], async_input_prefix=prefix
+        "image", "async-image", 100.0, [ModelCheck("add_sub", "k", None)], async_input_prefix=prefix
     )
     return SmokePlan("async", timed_calls=3, attempts=2, endpoints=[endpoint])
 

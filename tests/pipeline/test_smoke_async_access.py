@@ -37,10 +37,10 @@ def _statements(synth: Synthesized) -> dict[str, dict]:
 
 def test_the_smoke_role_may_submit_and_read_exactly_its_endpoints_async_objects(async_pipeline: Synthesized) -> None:
     statements = _statements(async_pipeline)
-    prefixes = async_prefixes("triton-async")
+    prefixes = async_prefixes("image")
     invoke = statements["SmokeAsyncInvoke0"]
     assert invoke["Action"] == "sagemaker:InvokeEndpointAsync"
-    assert "endpoint/async-triton-async" in json.dumps(invoke["Resource"])
+    assert "endpoint/async-image" in json.dumps(invoke["Resource"])
     requests = json.dumps(statements["SmokeAsyncRequests0"])
     assert '"s3:PutObject"' in requests and f"/{prefixes.input}*" in requests
     answers = json.dumps(statements["SmokeAsyncAnswers0"])
@@ -52,7 +52,7 @@ def test_the_smoke_role_may_submit_and_read_exactly_its_endpoints_async_objects(
 
 def test_the_smoke_plan_asks_for_the_async_check(async_pipeline: Synthesized) -> None:
     """The smoke step's SMOKE_PLAN carries the endpoint's input prefix (endpoint_client/smoke.py reads it)."""
-    assert f'\\"async_input_prefix\\":\\"{async_prefixes("triton-async").input}\\"' in json.dumps(
+    assert f'\\"async_input_prefix\\":\\"{async_prefixes("image").input}\\"' in json.dumps(
         async_pipeline.template_of()
     )
 
