@@ -25,6 +25,8 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from serving_helpers import DEV_DOCUMENT
 from synth_helpers import config_folder, new_app, synth_stage
 
@@ -85,6 +87,17 @@ def test_the_shadow_renders_as_the_one_shadow_production_variant_with_its_own_mo
 @pytest.mark.parametrize(("production", "percent", "weight"), [(1.0, 100, 1.0), (1.0, 10, 0.1), (2.0, 25, 0.5)])
 def test_the_shadow_weight_relative_to_production_is_the_sampling_share(production, percent, weight):
     assert shadow_weight(production, percent) == pytest.approx(weight)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    production=st.floats(min_value=0.001, max_value=1000, allow_nan=False),
+    percent=st.integers(min_value=1, max_value=100),
+)
+def test_the_shadow_weight_is_a_share_of_production_never_above_it(production, percent):
+    weight = shadow_weight(production, percent)
+    assert 0 < weight <= production
+    assert weight / production == pytest.approx(percent / 100)
 
 
 def test_the_rendered_weight_follows_the_production_variants_weight():

@@ -48,7 +48,8 @@ DEFAULT_SHADOW_VARIANT_NAME = "Shadow"
 
 def shadow_weight(production_weight: float, sampling_percent: int) -> float:
     """The shadow's InitialVariantWeight that copies `sampling_percent` % of the production variant's requests."""
-    return production_weight * sampling_percent / 100
+    # The share first: production x (k / 100) never rounds above production (x <= 1), production x k / 100 can.
+    return production_weight * (sampling_percent / 100)
 
 
 @dataclass(frozen=True)
