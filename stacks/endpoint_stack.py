@@ -242,7 +242,11 @@ class EndpointStack(cdk.Stack):
             deployment=deployment_policy(settings),
             data_capture=data_capture,
             metrics=(
-                MetricsPublishing(settings.metrics.enhanced, settings.metrics.publish_frequency_seconds)
+                MetricsPublishing(
+                    settings.metrics.enhanced,
+                    settings.metrics.publish_frequency_seconds,
+                    settings.metrics.detailed_observability,
+                )
                 if settings.metrics
                 else None
             ),

@@ -656,6 +656,11 @@ class MetricsSettings(StrictModel):
         description="MetricPublishFrequencyInSeconds: 10, 30, 60, 120, 180, 240 or 300. Without enhanced metrics it "
         "applies to the utilization metrics only (invocation metrics stay at 60).",
     )
+    detailed_observability: bool = Field(
+        default=construct_default(MetricsPublishing, "detailed_observability"),
+        description="EnableDetailedObservability: container Prometheus metrics, per-GPU and per-instance host "
+        "metrics. Set explicitly (SageMaker's own default for a new endpoint config is true).",
+    )
 
 
 class EndpointSettings(StrictModel):
@@ -747,7 +752,9 @@ class EndpointSettings(StrictModel):
         default=DataCaptureSettings(), description="Request/response capture to the artifact bucket. Default: off."
     )
     metrics: MetricsSettings | None = Field(
-        default=None, description="The endpoint config's MetricsConfig. Default: none (SageMaker's defaults)."
+        default=None,
+        description="The endpoint config's MetricsConfig. Default: none, so SageMaker's defaults apply (for a new "
+        "endpoint config: enhanced metrics off, detailed observability on).",
     )
     async_inference: AsyncInferenceSettings | None = Field(
         default=None,

@@ -33,6 +33,19 @@ def test_every_metrics_config_uses_members_and_values_sagemaker_accepts(shipped_
     assert not problems, "\n".join(problems)
 
 
+def test_every_metrics_config_states_detailed_observability(shipped_templates):
+    """botocore's MetricsConfig.EnableDetailedObservability: "The default value for new endpoint configurations is
+    True" (container Prometheus metrics, per-GPU and per-instance host metrics). A MetricsConfig we write always
+    states it, so the config's `detailed_observability` (default false) is what the endpoint gets."""
+    stated = [
+        (shipped.label, logical_id, config["Properties"]["MetricsConfig"].get("EnableDetailedObservability"))
+        for shipped in shipped_templates
+        for logical_id, config in resources_of(shipped.template, "AWS::SageMaker::EndpointConfig").items()
+        if "MetricsConfig" in config["Properties"]
+    ]
+    assert stated and all(isinstance(value, bool) for _, _, value in stated), stated
+
+
 def test_the_fixture_holds_a_metrics_config(shipped_templates):
     """examples/config/ensemble sets `metrics:`, so every gate sees a MetricsConfig."""
     assert any(

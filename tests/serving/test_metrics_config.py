@@ -50,12 +50,18 @@ def _config(template: Template) -> dict:
 
 def test_botocores_metrics_config_has_the_members_rendered():
     shape = botocore.session.get_session().get_service_model("sagemaker").shape_for("MetricsConfig")
-    assert {"EnableEnhancedMetrics", "MetricPublishFrequencyInSeconds"} <= set(shape.members)
+    assert {"EnableEnhancedMetrics", "MetricPublishFrequencyInSeconds", "EnableDetailedObservability"} <= set(
+        shape.members
+    )
 
 
 def test_metrics_render_as_the_endpoint_configs_metrics_config():
     config = _config(_endpoint(MetricsPublishing(enhanced_metrics=True, publish_frequency_seconds=10)))
-    assert config["MetricsConfig"] == {"EnableEnhancedMetrics": True, "MetricPublishFrequencyInSeconds": 10}
+    assert config["MetricsConfig"] == {
+        "EnableEnhancedMetrics": True,
+        "MetricPublishFrequencyInSeconds": 10,
+        "EnableDetailedObservability": False,
+    }
 
 
 def test_without_metrics_the_endpoint_config_has_none():

@@ -109,10 +109,15 @@ METRIC_PUBLISH_FREQUENCIES = (10, 30, 60, 120, 180, 240, 300)
 class MetricsPublishing:
     """The endpoint config's MetricsConfig: enhanced metrics (utilization and invocation data per instance and
     container) and how often metrics reach CloudWatch. With enhanced metrics off the frequency applies to the
-    utilization metrics only; invocation metrics stay at 60 s (SageMaker API MetricsConfig)."""
+    utilization metrics only; invocation metrics stay at 60 s (SageMaker API MetricsConfig).
+
+    `detailed_observability` is EnableDetailedObservability, stated explicitly: SageMaker's default is True for new
+    endpoint configurations (container Prometheus metrics, per-GPU and per-instance host metrics; botocore's
+    MetricsConfig documentation), so leaving it out would turn it on without the user asking."""
 
     enhanced_metrics: bool = False
     publish_frequency_seconds: int = 60
+    detailed_observability: bool = False
 
     def problems(self) -> list[str]:
         if self.publish_frequency_seconds not in METRIC_PUBLISH_FREQUENCIES:
@@ -126,6 +131,7 @@ class MetricsPublishing:
         return sagemaker.CfnEndpointConfig.MetricsConfigProperty(
             enable_enhanced_metrics=self.enhanced_metrics,
             metric_publish_frequency_in_seconds=self.publish_frequency_seconds,
+            enable_detailed_observability=self.detailed_observability,
         )
 
 
