@@ -26,6 +26,8 @@ Web pages (issue 22 C3): the front has no authentication, so what a browser can 
 Connections: at most MAX_CONNECTIONS at once, a thread each; beyond them a few more are answered 503 (after
 their body is drained, so the client reads it rather than a reset) and the rest wait in the listen backlog;
 a connection with no request under way is closed after IDLE_CONNECTION_TIMEOUT_SECONDS (FrontServer).
+front_async.py has the same server on one asyncio event loop (issue #24), not used yet: bench/README.md has
+why (measured slower at concurrency 8 on the shared 2-core machine, though it uses less CPU per request).
 
 Before anything reaches Triton: bodies above SageMaker's payload limit are refused unread (413), a body
 without Content-Length is refused (411), a request not fully received within
@@ -77,7 +79,7 @@ from endpoint_client.transport import INFERENCE_COMPONENT_HEADER, TARGET_MODEL_H
 from endpoint_client.triton_backend import ReplyTooLarge, TritonHTTP, TritonUnavailable
 
 _DIGITS = re.compile(r"[0-9]{1,19}")
-_ALLOW = "GET, HEAD, POST, PUT, PATCH, DELETE"  # the methods _Handler has a do_* for
+_ALLOW = "GET, HEAD, POST, PUT, PATCH, DELETE"  # the methods the front serves (others: 405)
 _MODELS_PATH = re.compile(r"/models(?:/([^/]+))?(/invoke)?/?")
 _INFER_HEADER_LENGTH = "Inference-Header-Content-Length"  # KServe binary extension, both directions
 # Triton's 500s for a request whose JSON it could not read (src/http_server.cc): the request's fault.
@@ -221,36 +223,78 @@ class SageMakerAPI:
         return self._infer(name, headers, body, multi_model=True)
 
     def _infer(self, model: str, headers: dict[str, str], body: bytes, *, multi_model: bool) -> Reply:
-        header_length = check_invocation(body, headers.get("content-type"))
-        forward = {"Content-Type": JSON_MEDIA_TYPE if header_length is None else "application/octet-stream"}
-        if header_length is not None:
-            forward[_INFER_HEADER_LENGTH] = str(header_length)
+        path, forward = self.infer_request(model, headers, body)
         try:
             status, reply, reply_headers = self.triton.request(
                 "POST",
-                self.triton.model_path(model, "infer"),
+                path,
                 body,
                 forward,
                 timeout=INVOCATION_TIMEOUT_SECONDS,
                 max_reply_bytes=MAX_PAYLOAD_BYTES,  # read no further than the limit (finding 11)
             )
-        except ReplyTooLarge as error:  # InvokeEndpoint's reply Body has the same limit as the request's
-            return Reply.error(
-                500,
-                f"the model's reply is {error.size or 'over ' + str(MAX_PAYLOAD_BYTES)} bytes; SageMaker real-time "
-                f"endpoints return at most {MAX_PAYLOAD_BYTES} bytes: ask for fewer outputs (--output) or send "
-                "smaller batches",
-            )
-        if status != 200 and multi_model:
-            status = 507 if any(s in reply.decode(errors="replace") for s in _OUT_OF_MEMORY) else 400
-        elif status == 500 and reply.lstrip().startswith(_TRITON_PARSE_ERRORS):
-            status = 400  # Triton's JSON type errors are the request's fault; a 5XX would trip SageMaker alarms
-        reply_header_length = reply_headers.get(_INFER_HEADER_LENGTH.lower())
-        if status == 200 and reply_header_length is not None:
-            content_type = f"{BINARY_MEDIA_TYPE};json-header-size={reply_header_length}"
+        except ReplyTooLarge as error:
+            return reply_too_large(error)
+        return infer_reply(status, reply, reply_headers, multi_model=multi_model)
+
+    def invocation_target(self, method: str, path: str, headers: dict[str, str]) -> tuple[str, bool] | None:
+        """(model, multi_model) when the request is an invocation that the routing accepts; None for every other
+        route (served by `handle`). Raises RequestRefused as `handle` would answer it."""
+        if path == "/invocations":
+            _allow(method, "POST")
+            target = headers.get(TARGET_MODEL_HEADER.lower())
+            self._check_component(headers.get(INFERENCE_COMPONENT_HEADER.lower()))
+            if self.registry is None:
+                if target:
+                    raise RequestRefused(
+                        400, f"{TARGET_MODEL_HEADER} is for multi-model endpoints; this one serves one model"
+                    )
+                return self.default_model or "", False
+            if not target:
+                raise RequestRefused(
+                    400, f"a multi-model endpoint needs the model: send {TARGET_MODEL_HEADER} (--target-model)"
+                )
+            name = target
         else:
-            content_type = JSON_MEDIA_TYPE
-        return Reply(status, reply, content_type)
+            match = _MODELS_PATH.fullmatch(path)
+            if match is None or self.registry is None or not match.group(2) or not match.group(1) or method != "POST":
+                return None
+            name = urllib.parse.unquote(match.group(1))
+        if self.registry.get(name) is None:
+            raise RequestRefused(404, f"model {name[:200]!r} is not loaded on this endpoint")
+        return name, True
+
+    def infer_request(self, model: str, headers: dict[str, str], body: bytes) -> tuple[str, dict[str, str]]:
+        """Triton's path and the headers to forward, after request_check.py's checks (RequestRefused)."""
+        header_length = check_invocation(body, headers.get("content-type"))
+        forward = {"Content-Type": JSON_MEDIA_TYPE if header_length is None else "application/octet-stream"}
+        if header_length is not None:
+            forward[_INFER_HEADER_LENGTH] = str(header_length)
+        return self.triton.model_path(model, "infer"), forward
+
+
+def reply_too_large(error: ReplyTooLarge) -> Reply:
+    """InvokeEndpoint's reply Body has the same limit as the request's."""
+    return Reply.error(
+        500,
+        f"the model's reply is {error.size or 'over ' + str(MAX_PAYLOAD_BYTES)} bytes; SageMaker real-time "
+        f"endpoints return at most {MAX_PAYLOAD_BYTES} bytes: ask for fewer outputs (--output) or send "
+        "smaller batches",
+    )
+
+
+def infer_reply(status: int, reply: bytes, reply_headers: dict[str, str], *, multi_model: bool) -> Reply:
+    """Triton's answer to an inference as the SageMaker API answers it (module docstring: statuses)."""
+    if status != 200 and multi_model:
+        status = 507 if any(s in reply.decode(errors="replace") for s in _OUT_OF_MEMORY) else 400
+    elif status == 500 and reply.lstrip().startswith(_TRITON_PARSE_ERRORS):
+        status = 400  # Triton's JSON type errors are the request's fault; a 5XX would trip SageMaker alarms
+    reply_header_length = reply_headers.get(_INFER_HEADER_LENGTH.lower())
+    if status == 200 and reply_header_length is not None:
+        content_type = f"{BINARY_MEDIA_TYPE};json-header-size={reply_header_length}"
+    else:
+        content_type = JSON_MEDIA_TYPE
+    return Reply(status, reply, content_type)
 
 
 def _describe(error: BaseException) -> str:
