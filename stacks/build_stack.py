@@ -38,6 +38,9 @@ from triton_cdk.images import TritonImageLookup
 from triton_cdk.notifications import NotificationTopic
 
 MODEL_BUILD_DIR = PROJECT_ROOT / "model_build"
+# The build check (endpoint_client/build_check_cli.py) runs in TensorRT builds; model_build may not import
+# endpoint_client (docs/architecture.md), so the package goes to the build as a secondary source of its own.
+CHECK_SOURCE_DIR = PROJECT_ROOT / "endpoint_client"
 
 
 class BuildStack(cdk.Stack):
@@ -124,6 +127,14 @@ class BuildStack(cdk.Stack):
         source = s3_assets.Asset(
             self, "ModelBuildSource", path=str(MODEL_BUILD_DIR), exclude=["__pycache__", "*.pyc", ".*"]
         )
+        # Only projects that build engines (a plan) run the build check; a CPU-only stage ships no check source.
+        check_source = (
+            s3_assets.Asset(
+                self, "BuildCheckSource", path=str(CHECK_SOURCE_DIR), exclude=["__pycache__", "*.pyc", ".*"]
+            )
+            if any(r.plan is not None for r in self.requests)
+            else None
+        )
         # Used as is (imported immutable): the artifact stack's bucket policy names this role; its extra rights
         # live here.
         role = shared.build_role
@@ -158,6 +169,7 @@ class BuildStack(cdk.Stack):
                 concurrency=build.concurrency,
                 fleet_compute_type=build.fleet.compute_type if build.fleet else None,
                 in_serving_image=environment == PYTHON_ENVIRONMENT,
+                check_source=check_source if members[0].plan is not None else None,
             )
 
     def _check_concurrency(self) -> None:

@@ -1,5 +1,8 @@
 """Runs model_build/buildspec.yml's phases for real in bash, against moto_server, with stand-ins for
-the two GPU tools only (nvidia-smi and trtexec: shell scripts that answer like the real ones).
+the two GPU tools only (nvidia-smi and trtexec: shell scripts that answer like the real ones), and for the build
+check of a TensorRT build a stand-in secondary source `endpoint_client` (its build_check_cli records its arguments,
+writes a report or fails like the real one; the real check runs against a CPU Triton in
+tests/client/test_build_report_triton.py).
 
 Everything else is real: the S3 download of the source, `model_build config/build/check/package/
 upload`, the unpacked layout's upload order and the archive uploaded last. The install phase's
@@ -30,6 +33,7 @@ pytestmark = pytest.mark.moto  # starts moto_server on a loopback port
 BANNER = "&&&& RUNNING TensorRT.trtexec [TensorRT v100400] # trtexec"
 KEY = "models/tiny/" + "d" * 64 + "/model.tar.gz"
 UNPACKED = "models/tiny/" + "d" * 64 + "/uncompressed/"
+REPORT = "models/tiny/" + "d" * 64 + "/report.json"  # the build report beside the archive
 
 
 def write_tools(bin_dir: Path, *, gpu: str = "NVIDIA A10G, 8.6") -> None:
@@ -46,6 +50,31 @@ def write_tools(bin_dir: Path, *, gpu: str = "NVIDIA A10G, 8.6") -> None:
     )
     for tool in ("python3", "nvidia-smi", "trtexec"):
         (bin_dir / tool).chmod(0o755)
+
+
+FAKE_CHECK = """\
+import json, os, sys
+from pathlib import Path
+
+args = sys.argv[1:]
+Path(os.environ["CHECK_LOG"]).write_text(json.dumps(args))
+if os.environ.get("FAKE_CHECK") == "fail":
+    print("ERROR: model 'tiny' is outside its tolerance: output 'output': 3 of 12 elements", file=sys.stderr)
+    sys.exit(1)
+value = lambda name: args[args.index(name) + 1]
+report = {"schema_version": 1, "model": value("--model"), "artifact_key": value("--artifact-key"),
+          "created_at": "2026-11-27T08:00:00+00:00", "host": {}, "accuracy": {"passed": True}, "speed": [],
+          "tuning": None}
+Path(value("--out")).write_text(json.dumps(report))
+"""
+
+
+def write_check_source(folder: Path) -> Path:
+    """A stand-in of the project's secondary source endpoint_client (as CodeBuild installs it)."""
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    (folder / "build_check_cli.py").write_text(FAKE_CHECK)
+    return folder
 
 
 def tiny_onnx(path: Path) -> None:
@@ -89,12 +118,16 @@ def run_buildspec(tmp_path, s3, make_bucket, aws_env):
     tiny_onnx(onnx_file)
     s3.upload_file(str(onnx_file), sources, "tiny.onnx")
     write_tools(tmp_path / "bin")
+    check_source = write_check_source(tmp_path / "check-source")
 
     def run(**overrides) -> subprocess.CompletedProcess:
         environment = {
             **os.environ,
             "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
             "CODEBUILD_SRC_DIR": str(PROJECT_ROOT / "model_build"),
+            "CODEBUILD_SRC_DIR_endpoint_client": str(check_source),
+            "CHECK_LOG": str(tmp_path / "check-args.json"),
+            "TRITONSERVER": str(tmp_path / "bin" / "tritonserver"),
             "WORK": str(tmp_path / "work"),
             "PYTHONPATH": str(tmp_path / "work" / "python"),
             "TRTEXEC": str(tmp_path / "bin" / "trtexec"),
@@ -113,11 +146,19 @@ def run_buildspec(tmp_path, s3, make_bucket, aws_env):
             "UNPACK_ONLY": "false",
             **overrides,
         }
+        # CodeBuild runs the commands in the primary source's folder (python -m puts it first on sys.path).
         return subprocess.run(
-            ["bash", "-c", buildspec_script()], env=environment, capture_output=True, text=True, timeout=120
+            ["bash", "-c", buildspec_script()],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=environment["CODEBUILD_SRC_DIR"],
         )
 
     run.bucket = bucket
+    run.check_log = tmp_path / "check-args.json"
+    run.tritonserver = tmp_path / "bin" / "tritonserver"
     return run
 
 
@@ -135,16 +176,18 @@ def test_a_gpu_build_uploads_the_unpacked_layout_then_the_archive(run_buildspec,
     result = run_buildspec(UNCOMPRESSED_PREFIX=UNPACKED)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert keys(s3, run_buildspec.bucket) == sorted(
-        [KEY, f"{UNPACKED}tiny/1/model.plan", f"{UNPACKED}tiny/build-info.json", f"{UNPACKED}tiny/config.pbtxt"]
+        # REPORT: the build report, published after the archive (below)
+        [KEY, REPORT, f"{UNPACKED}tiny/1/model.plan", f"{UNPACKED}tiny/build-info.json", f"{UNPACKED}tiny/config.pbtxt"]
     )
     members = archive_members(s3, run_buildspec.bucket)
     assert sorted(members) == ["tiny/1/model.plan", "tiny/build-info.json", "tiny/config.pbtxt"]
     info = json.loads(members["tiny/build-info.json"])
     assert (info["tensorrt_version"], info["gpu_name"], info["compute_capability"]) == ("10.4.0", "NVIDIA A10G", "8.6")
     assert b'platform: "tensorrt_plan"' in members["tiny/config.pbtxt"]
-    # The upload order: unpacked files, the marker (config.pbtxt) last of them, then the archive.
+    # The upload order: unpacked files, the marker (config.pbtxt) last of them, then the archive (then the report).
     uploads = [line.split()[0] for line in result.stdout.splitlines() if line.startswith("s3://")]
-    assert uploads[-2:] == [
+    assert uploads[-1].startswith(f"s3://{run_buildspec.bucket}/{REPORT}")
+    assert uploads[-3:-1] == [
         f"s3://{run_buildspec.bucket}/{UNPACKED}tiny/config.pbtxt",
         f"s3://{run_buildspec.bucket}/{KEY}",
     ]
@@ -385,3 +428,105 @@ def test_a_composing_archive_holding_another_folder_is_refused(run_buildspec, s3
     )
     assert result.returncode != 0
     assert "must hold only the folder post/" in result.stderr
+
+
+# --- the build check and its report (issue #25) --------------------------------------------------------
+
+
+def uploads_of(result: subprocess.CompletedProcess) -> list[str]:
+    return [line.split()[0] for line in result.stdout.splitlines() if line.startswith("s3://")]
+
+
+def test_a_tensorrt_build_runs_the_check_then_uploads_then_publishes_the_report(run_buildspec, s3):
+    """docs/build.md "Build report": the check runs on the built repository with the serving image's tritonserver
+    ($TRITONSERVER; Triton's build.py puts the server in /opt/tritonserver/bin), its report.json outside the
+    repository (never in the archive), and the report goes beside the archive after the archive's upload."""
+    result = run_buildspec(UNCOMPRESSED_PREFIX=UNPACKED)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    args = json.loads(run_buildspec.check_log.read_text())
+    given = dict(zip(args[::2], args[1::2], strict=True))
+    work = Path(given["--repository"]).parent
+    assert given.pop("--tritonserver") == str(run_buildspec.tritonserver)
+    assert given == {
+        "--config": str(work / "config.yaml"),
+        "--model": "tiny",
+        "--repository": str(work / "repo"),
+        "--onnx": str(work / "source" / "model.onnx"),
+        "--out": str(work / "report.json"),
+        "--artifact-key": KEY,
+    }
+    assert "tiny/report.json" not in archive_members(s3, run_buildspec.bucket)
+    # The archive, then its report (model_build upload prints "s3://...: uploaded").
+    assert uploads_of(result)[-2:] == [f"s3://{run_buildspec.bucket}/{KEY}", f"s3://{run_buildspec.bucket}/{REPORT}:"]
+    report = json.loads(s3.get_object(Bucket=run_buildspec.bucket, Key=REPORT)["Body"].read())
+    assert (report["model"], report["artifact_key"]) == ("tiny", KEY)
+    assert result.stdout.index(f"s3://{run_buildspec.bucket}/{KEY}") < result.stdout.index(REPORT)
+
+
+def test_the_buildspec_gives_the_check_the_serving_images_tritonserver():
+    """Triton server build.py (the image): `WORKDIR /opt/tritonserver` ... `ENV PATH /opt/tritonserver/bin`."""
+    spec = yaml.safe_load((PROJECT_ROOT / "model_build" / "buildspec.yml").read_text())
+    assert spec["env"]["variables"]["TRITONSERVER"] == "/opt/tritonserver/bin/tritonserver"
+    check = next(c for c in spec["phases"]["build"]["commands"] if "build_check_cli" in c)
+    assert '--tritonserver "$TRITONSERVER"' in check
+
+
+def test_a_check_outside_the_tolerance_fails_the_build_before_any_upload(run_buildspec, s3):
+    result = run_buildspec(UNCOMPRESSED_PREFIX=UNPACKED, FAKE_CHECK="fail")
+    assert result.returncode == 1
+    assert "output 'output': 3 of 12 elements" in result.stderr
+    assert "PHASE build FAILED" in result.stderr
+    assert keys(s3, run_buildspec.bucket) == []
+
+
+def test_the_real_check_runs_from_the_secondary_source_and_stops_the_build(run_buildspec, s3):
+    """The project's own endpoint_client as the secondary source: the buildspec's link and PYTHONPATH import it
+    (model_build stays free of it), it takes the buildspec's arguments, and a host without the server fails the
+    build before any upload, with the check's message in the log."""
+    result = run_buildspec(
+        CODEBUILD_SRC_DIR_endpoint_client=str(PROJECT_ROOT / "endpoint_client"),
+        TRITONSERVER="/nonexistent/tritonserver",
+    )
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "ERROR: no tritonserver at /nonexistent/tritonserver" in result.stderr
+    assert keys(s3, run_buildspec.bucket) == []
+
+
+def test_a_tensorrt_build_without_the_check_source_stops_before_building(run_buildspec, s3):
+    result = run_buildspec(CODEBUILD_SRC_DIR_endpoint_client="")
+    assert result.returncode == 1
+    assert "needs its secondary source endpoint_client" in result.stderr
+    assert "PHASE install FAILED" in result.stderr
+    assert keys(s3, run_buildspec.bucket) == []
+
+
+def test_an_existing_report_is_kept(run_buildspec, s3):
+    """Written once (docs/build.md): a rebuild of the same key publishes nothing over an earlier report."""
+    s3.put_object(Bucket=run_buildspec.bucket, Key=REPORT, Body=b'{"schema_version": 1, "model": "earlier"}')
+    result = run_buildspec()
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "kept as it is" in result.stdout
+    assert s3.get_object(Bucket=run_buildspec.bucket, Key=REPORT)["Body"].read() == (
+        b'{"schema_version": 1, "model": "earlier"}'
+    )
+
+
+@pytest.mark.parametrize("platform", ["onnxruntime_onnx"])
+def test_models_without_an_engine_run_no_check_and_publish_no_report(run_buildspec, s3, platform):
+    result = run_buildspec(
+        PLATFORM=platform,
+        BUILD_CONFIG=settings_document(platform),
+        CODEBUILD_SRC_DIR_endpoint_client="",  # a CPU project has no secondary source
+        **CPU_ONLY,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert not run_buildspec.check_log.exists()
+    assert keys(s3, run_buildspec.bucket) == [KEY]
+
+
+def test_unpack_only_runs_no_check(run_buildspec, s3):
+    assert run_buildspec().returncode == 0
+    run_buildspec.check_log.unlink()
+    result = run_buildspec(UNPACK_ONLY="true", UNCOMPRESSED_PREFIX=UNPACKED, CODEBUILD_SRC_DIR_endpoint_client="")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not run_buildspec.check_log.exists()

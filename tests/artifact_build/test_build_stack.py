@@ -395,6 +395,33 @@ def test_s3_sources_are_passed_and_readable(mixed):
     )
 
 
+def test_engine_builds_get_the_build_check_as_a_secondary_source_they_may_read(mixed):
+    """CodeBuild User Guide, "Multiple input sources and output artifacts sample": a secondary source has a
+    `sourceIdentifier` and is installed in $CODEBUILD_SRC_DIR_<sourceIdentifier> (the buildspec links
+    $CODEBUILD_SRC_DIR_endpoint_client); the role reads it as it reads the primary source (S3 GetObject on the
+    asset's object, GetBucketAcl/GetBucketLocation on its bucket). Projects that build no engine get none."""
+    for key, project in projects(mixed).items():
+        properties = project["Properties"]
+        name = key.removeprefix("Build")[:-8]
+        if name == "Package":
+            assert "SecondarySources" not in properties
+            continue
+        (secondary,) = properties["SecondarySources"]
+        assert (secondary["Type"], secondary["SourceIdentifier"]) == ("S3", "endpoint_client")
+        location = json.dumps(secondary["Location"])
+        object_key = re.search(r"[0-9a-f]{64}\.zip", location).group(0)
+        assert object_key != re.search(r"[0-9a-f]{64}\.zip", json.dumps(properties["Source"]["Location"])).group(0)
+        readable = next(s for s in statements(mixed, f"Build{name}Policy") if s["Sid"] == "ReadBuildSources")
+        assert object_key in json.dumps(readable["Resource"])
+
+
+def test_the_build_check_source_is_the_endpoint_client_package():
+    """The secondary source's asset is endpoint_client (the check and what it imports), without caches."""
+    from stacks.build_stack import CHECK_SOURCE_DIR
+
+    assert (CHECK_SOURCE_DIR / "build_check_cli.py").is_file() and CHECK_SOURCE_DIR.name == "endpoint_client"
+
+
 def test_models_without_a_gpu_build_are_packaged_on_cpu(mixed):
     cpu = artifacts_by_model(mixed)["cpu_onnx@portable"]
     assert cpu["ProjectName"]["Ref"].startswith("BuildPackage")
@@ -511,11 +538,12 @@ def test_buildspec_model_build_calls_parse_with_the_cli():
         "ARTIFACT_KEY": "models/resnet50/x/model.tar.gz",
         "UNCOMPRESSED_PREFIX": "models/resnet50/x/uncompressed/",
         "file": "resnet50/config.pbtxt",
+        "TRITONSERVER": "/opt/tritonserver/bin/tritonserver",
     }
     text = "\n".join(buildspec_commands()).replace("\\\n", " ")
     calls = re.findall(r"python3 -m model_build ([^\n;|)]+)", text)
     subcommands = {call.split()[0] for call in calls}
-    assert subcommands == {"export", "config", "build", "check", "package", "upload"}
+    assert subcommands == {"export", "config", "build", "check", "package", "upload", "report"}
     parser = build_parser()
     for call in calls:
         expanded = re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], call.split(" --print-requirements")[0])
@@ -523,8 +551,16 @@ def test_buildspec_model_build_calls_parse_with_the_cli():
         assert args.command == call.split()[0]
     build_call = next(c for c in calls if c.startswith("build "))
     assert "--expect-tensorrt" in build_call and "--expect-compute-capability" in build_call
-    # The archive key is written by the very last command.
-    assert buildspec_commands()[-1].strip().splitlines()[1].strip().startswith("python3 -m model_build upload")
+    # The archive key is written by the last upload; only the build report (beside it, report --publish) follows.
+    upload, report = (c.strip().splitlines()[1].strip() + c for c in buildspec_commands()[-2:])
+    assert upload.startswith("python3 -m model_build upload") and '--key "$ARTIFACT_KEY"' in upload
+    assert report.startswith("python3 -m model_build report") and "--publish" in report
+    # The build check's call parses with its own parser (endpoint_client/build_check_cli.py).
+    from endpoint_client.build_check_cli import build_parser as check_parser
+
+    (check,) = re.findall(r"python3 -m endpoint_client\.build_check_cli ([^\n;|)]+)", text)
+    args = check_parser().parse_args(shlex.split(re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], check)))
+    assert (args.tritonserver, args.out) == (Path("/opt/tritonserver/bin/tritonserver"), Path("/tmp/w/report.json"))
 
 
 @pytest.mark.parametrize("release", ["23.12", "24.05", "24.09", "25.04", "26.05"])

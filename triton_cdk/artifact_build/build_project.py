@@ -36,6 +36,10 @@ from triton_cdk.nag import acknowledge
 from triton_cdk.notifications import rule_target
 
 BUILDSPEC = "buildspec.yml"  # at the root of the model_build source asset
+# The secondary source holding endpoint_client (the build check). CodeBuild installs each secondary source in its own
+# directory, named by the built-in variable CODEBUILD_SRC_DIR_<sourceIdentifier> ("Multiple input sources and output
+# artifacts sample", CodeBuild User Guide); the buildspec links $CODEBUILD_SRC_DIR_endpoint_client as the package.
+CHECK_SOURCE_IDENTIFIER = "endpoint_client"
 FAILED_BUILD_STATES = ("FAILED", "FAULT", "STOPPED", "TIMED_OUT")
 RETENTION = {
     1: logs.RetentionDays.ONE_DAY,
@@ -83,6 +87,9 @@ class ModelBuildProject(Construct):
     :param concurrency: the project's concurrent build limit. Default: none, so builds over the account's
         limit queue (with a project limit, StartBuild fails over it instead; "Builds in AWS CodeBuild").
     :param fleet_compute_type: the reserved fleet's compute type, for a plan that builds on a fleet.
+    :param check_source: the endpoint_client folder as an S3 asset, shipped as the secondary source
+        `endpoint_client` (CHECK_SOURCE_IDENTIFIER): a TensorRT build runs its build check (report.json, docs/build.md
+        "Build report") before anything is uploaded. None: no secondary source (a project that builds no engine).
     """
 
     def __init__(
@@ -104,6 +111,7 @@ class ModelBuildProject(Construct):
         concurrency: int | None = None,
         fleet_compute_type: str | None = None,
         in_serving_image: bool = False,
+        check_source: s3_assets.Asset | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.plan = plan
@@ -120,6 +128,17 @@ class ModelBuildProject(Construct):
             "Resource",
             description=self._description(plan, triton_release, self.in_serving_image),
             source=codebuild.Source.s3(bucket=source.bucket, path=source.s3_object_key),
+            secondary_sources=(
+                [
+                    codebuild.Source.s3(
+                        bucket=check_source.bucket,
+                        path=check_source.s3_object_key,
+                        identifier=CHECK_SOURCE_IDENTIFIER,
+                    )
+                ]
+                if check_source is not None
+                else None
+            ),
             build_spec=codebuild.BuildSpec.from_source_filename(BUILDSPEC),
             environment=self._environment(plan, triton_release, images, self.in_serving_image),
             role=role,
@@ -141,7 +160,8 @@ class ModelBuildProject(Construct):
             # aws-cdk-lib lets GPU images declare only SMALL/LARGE; a fleet build takes the fleet's type.
             cfn = self.project.node.default_child
             cfn.add_property_override("Environment.ComputeType", fleet_compute_type)
-        self.policy = self._policy(role, plan, images, source, model_sources)
+        sources = [source] if check_source is None else [source, check_source]
+        self.policy = self._policy(role, plan, images, sources, model_sources)
         self._notify_failures(topic)
         acknowledge(
             self,
@@ -205,9 +225,10 @@ class ModelBuildProject(Construct):
         role: iam.IRole,
         plan: BuildPlan | None,
         images: TritonImageLookup,
-        source: s3_assets.Asset,
+        sources: Sequence[s3_assets.Asset],
         model_sources: Sequence[str],
     ) -> iam.Policy:
+        """`sources`: the primary source asset, then the secondary one (the check) where there is one."""
         statements = [
             iam.PolicyStatement(
                 sid="WriteOwnLogs",
@@ -217,14 +238,16 @@ class ModelBuildProject(Construct):
             iam.PolicyStatement(
                 sid="ReadBuildSources",
                 actions=["s3:GetObject", "s3:GetObjectVersion"],
-                resources=sorted({source.bucket.arn_for_objects(source.s3_object_key), *model_sources}),
+                resources=sorted(
+                    {*(source.bucket.arn_for_objects(source.s3_object_key) for source in sources), *model_sources}
+                ),
             ),
             # CodeBuild reads an S3 source only with these on its bucket (the "S3BucketIdentity" statement
             # of the service-role policy in "Allow CodeBuild to interact with other AWS services").
             iam.PolicyStatement(
                 sid="LocateBuildSource",
                 actions=["s3:GetBucketAcl", "s3:GetBucketLocation"],
-                resources=[source.bucket.bucket_arn],
+                resources=sorted({source.bucket.bucket_arn for source in sources}),
             ),
         ]
         if self.in_serving_image:
