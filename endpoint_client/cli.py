@@ -223,6 +223,11 @@ def build_parser() -> argparse.ArgumentParser:
     recommend = commands.add_parser("recommend", help="Inference Recommender load tests (docs/performance.md)")
     recommend_command.add_arguments(recommend)
     recommend.set_defaults(run=recommend_command.run)
+    from endpoint_client import build_check_cli  # the build check (docs/build.md "Build report"); the same options
+
+    report = commands.add_parser("build-report", help="prove and measure a built TensorRT engine (docs/build.md)")
+    build_check_cli.add_arguments(report)
+    report.set_defaults(run=build_check_cli.run)
     from endpoint_client.loadtest_cli import add_loadtest_parser  # imports this module: registered once it is loaded
 
     add_loadtest_parser(commands)
