@@ -16,7 +16,7 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from stacks.app_factory import create_app
-from stacks.deploy_preflight import stage_files, warn_placeholders
+from stacks.deploy_preflight import make_command, stage_files, warn_placeholders
 from stacks.promotion import PromotionError
 from stacks.resource_limit import too_many_resources_message
 from stage_config import ConfigError, load_stage
@@ -54,7 +54,7 @@ def main() -> None:
             config = load_stage(stage, config_dir)
             source = load_stage(config.promote_from, config_dir) if config.promote_from else None
             app, _ = create_app(config, promotion_source=source, context=defaults)
-            warn_placeholders(stage_files(stage, config_dir))
+            warn_placeholders(stage_files(stage, config_dir), refused_by=make_command("deploy", stage, config_dir))
     except (ConfigError, PromotionError) as error:
         # Refused before anything is synthesized: nothing is written to cdk.out.
         print(f"ERROR: invalid configuration\n{error}", file=sys.stderr)

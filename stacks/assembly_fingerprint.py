@@ -114,6 +114,12 @@ def recorded(app: Path) -> str | None:
         return None
 
 
+def assembly_digest(app: Path) -> str:
+    """The hash of the assembly's manifest: another synth into the same folder (a manual `cdk synth -c
+    stage=prod`) rewrites it, so the fingerprint recorded for the earlier synth no longer vouches for it."""
+    return _digest(app / "manifest.json")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m stacks.assembly_fingerprint", description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -132,9 +138,11 @@ def main(argv: Iterable[str] | None = None) -> int:
     args = _parser().parse_args(list(argv) if argv is not None else None)
     final, pending = args.app / FINGERPRINT_FILE, args.app / f"{FINGERPRINT_FILE}.pending"
     if args.action == "record":
-        # The inputs as `begin` saw them before the synth read them: an edit during the synth is not masked.
+        # The inputs as `begin` saw them before the synth read them: an edit during the synth is not masked;
+        # with the digest of the assembly this synth wrote.
         if pending.is_file():
-            pending.replace(final)
+            final.write_text(f"{pending.read_text().strip()} {assembly_digest(args.app)}\n")
+            pending.unlink()
         return 0
     current = fingerprint(args.root, args.stage, args.config_dir)
     if args.action == "begin":
@@ -145,10 +153,16 @@ def main(argv: Iterable[str] | None = None) -> int:
             pending.write_text(current + "\n")
         return 0
     previous = recorded(args.app)
-    if current is not None and previous == current:
+    if current is not None and previous == f"{current} {assembly_digest(args.app)}":
         print(f"{args.app}: current (no input changed since its synth): not synthesized again")
         return 0
-    why = "no recorded synth" if previous is None or current is None else "inputs changed since its synth"
+    why = (
+        "no recorded synth"
+        if previous is None or current is None
+        else "inputs changed since its synth"
+        if previous.split()[0] != current
+        else "written by another synth since"
+    )
     print(f"{args.app}: {why}: synthesizing")
     return 1
 

@@ -467,8 +467,8 @@ def _with_stage_environment(pipeline: PipelineConfig, stages: dict[str, AppConfi
             if len(accounts) > 1:
                 print(
                     f"WARNING: {shown}: not set up yet (placeholder: {', '.join(unconfigured)}) and its stages use "
-                    f"{len(accounts)} accounts: synthesized from stage {stage.name!r}'s environment ({account}, "
-                    f"{region}) for checking only; set the pipeline's own account and region there before "
+                    f"{len(accounts)} accounts: synthesized from the environment of stage {stage.name!r} "
+                    f"({account}, {region}) for checking only; set the pipeline's own account and region there before "
                     "`make deploy-pipeline` (which refuses the placeholder)",
                     file=sys.stderr,
                 )

@@ -252,6 +252,18 @@ def test_an_assembly_whose_inputs_did_not_change_is_not_synthesized_again(projec
     assert _check(project) == 0
 
 
+def test_another_synth_into_the_same_folder_is_noticed(project, capsys) -> None:
+    """A manual `cdk synth -c stage=prod` into cdk.out rewrites its manifest but leaves dev's fingerprint: the
+    deploy targets must not take prod's assembly for dev's (newcomer review, issue #27 item 3)."""
+    _record(project)
+    assert _check(project) == 0
+    manifest = project / "cdk.out" / "manifest.json"
+    manifest.write_text(manifest.read_text() + " ")
+    capsys.readouterr()
+    assert _check(project) == 1
+    assert "written by another synth since: synthesizing" in capsys.readouterr().out
+
+
 def test_an_edit_during_the_synth_is_not_masked_and_a_failed_synth_leaves_no_fingerprint(project) -> None:
     argv = ["--app", str(project / "cdk.out"), "--stage", "dev", "--config-dir", "config", "--root", str(project)]
     _record(project)

@@ -9,6 +9,7 @@ config/pipeline.yaml is set up (no placeholder left), `make synth-pipeline` alwa
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -19,14 +20,24 @@ from stacks.deploy_preflight import main as preflight
 from stage_config import ConfigError
 from stage_config.pipeline import load_pipeline
 
+# A top-level `account:` or `region:` line (not a comment, not nested).
+ENVIRONMENT_LINE = re.compile(r"^(account|region)\s*:")
+DEV_ACCOUNT = 'account: "222222222222"\nregion: us-east-1\n'
+PROD_ACCOUNT = 'account: "333333333333"\nregion: us-east-1\n'
 
-def _configs(tmp_path: Path, dev_env: str, pipeline_env: str = "") -> Path:
+
+def _configs(tmp_path: Path, dev_env: str, pipeline_env: str = "", prod_env: str = "") -> Path:
+    """config/ as shipped, whatever the working tree's files hold: every account/region line is removed first
+    (a user who set dev's account, as the README says, must not change what these tests check), then the given
+    lines are added to dev, the pipeline and prod."""
     folder = tmp_path / "config"
     shutil.copytree(CONFIG_DIR, folder)
-    dev = folder / "dev.yaml"
-    dev.write_text(dev.read_text().replace('# account: "111111111111"\n# region: us-east-1\n', dev_env, 1))
-    pipeline = folder / "pipeline.yaml"
-    pipeline.write_text(pipeline.read_text().replace('# account: "111111111111"\n# region: us-east-1\n', pipeline_env))
+    for name, lines in (("dev.yaml", dev_env), ("pipeline.yaml", pipeline_env), ("prod.yaml", prod_env)):
+        path = folder / name
+        kept = [line for line in path.read_text().splitlines(keepends=True) if not ENVIRONMENT_LINE.match(line)]
+        path.write_text(lines + "".join(kept))
+    pipeline = folder / "pipeline.yaml"  # not set up, as shipped, even where the user has set up theirs
+    pipeline.write_text(re.sub(r"connection/[^\s\"']+", "connection/REPLACE-ME", pipeline.read_text()))
     return folder
 
 
@@ -69,9 +80,9 @@ def test_the_pipeline_app_synthesizes_with_devs_environment(tmp_path: Path) -> N
 
 
 def test_make_synth_leaves_out_a_pipeline_not_set_up(tmp_path: Path, capsys) -> None:
-    assert preflight(["pipeline-configured", "--config-dir", str(CONFIG_DIR)]) == 3
-    assert "is not set up yet (placeholder: source.connection_arn)" in capsys.readouterr().err
     folder = _configs(tmp_path, "")
+    assert preflight(["pipeline-configured", "--config-dir", str(folder)]) == 3
+    assert "is not set up yet (placeholder: source.connection_arn)" in capsys.readouterr().err
     pipeline = folder / "pipeline.yaml"
     pipeline.write_text(
         pipeline.read_text().replace("connection/REPLACE-ME", "connection/0a1b2c3d-0000-4000-8000-000000000000")
@@ -89,14 +100,7 @@ def test_a_pipeline_not_set_up_across_accounts_is_synthesized_for_checking(tmp_p
     """dev and prod in two accounts, config/pipeline.yaml untouched (its connection still a placeholder): the user
     deploys the stages alone, so loading (and `make test`'s pipeline synth) must not refuse; `make deploy-pipeline`
     still refuses the placeholder, and once the pipeline is set up its own account is required again."""
-    folder = _configs(tmp_path, 'account: "222222222222"\nregion: us-east-1\n')
-    prod = folder / "prod.yaml"
-    prod.write_text(
-        prod.read_text().replace(
-            '# account: "111111111111"\n# region: us-east-1\n', 'account: "333333333333"\nregion: us-east-1\n', 1
-        )
-    )
-    assert 'account: "333333333333"' in prod.read_text()
+    folder = _configs(tmp_path, DEV_ACCOUNT, prod_env=PROD_ACCOUNT)
     pipeline, stages = load_pipeline(folder / "pipeline.yaml", folder)
     assert (pipeline.account, pipeline.region) == ("222222222222", "us-east-1")
     assert stages["prod"].account == "333333333333"
@@ -117,9 +121,7 @@ def test_make_test_synthesizes_the_pipeline_of_two_accounts_not_set_up(tmp_path:
     """The same case through the pipeline app, as `make test` synthesizes config/pipeline.yaml."""
     from stacks.app_factory import create_pipeline_app
 
-    folder = _configs(tmp_path, 'account: "222222222222"\nregion: us-east-1\n')
-    prod = folder / "prod.yaml"
-    prod.write_text(prod.read_text().replace('# account: "111111111111"\n', 'account: "333333333333"\n', 1))
+    folder = _configs(tmp_path, DEV_ACCOUNT, prod_env=PROD_ACCOUNT)
     app, stack = create_pipeline_app(
         *load_pipeline(folder / "pipeline.yaml", folder), outdir=str(tmp_path / "out"), context=cdk_context()
     )
