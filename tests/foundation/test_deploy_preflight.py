@@ -11,6 +11,7 @@ botocore's Stubber so the calls are checked against botocore's service model; `c
 from __future__ import annotations
 
 import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -443,3 +444,11 @@ def test_a_termination_protected_artifact_stack_stops_with_the_command_that_turn
     err = capsys.readouterr().err
     assert "ERROR: Triton-dev-Artifacts: not deleted" in err
     assert "update-termination-protection --no-enable-termination-protection --stack-name Triton-dev-Artifacts" in err
+
+
+def test_the_preflight_starts_at_once_without_the_cdk() -> None:
+    """`make deploy|diff|destroy` run the preflight before anything else; it reads YAML and asks boto3 for
+    credentials, so it must not load aws_cdk and jsii (about 8 s on a busy 2-core machine; newcomer review)."""
+    code = "import sys, stacks.deploy_preflight, stacks.assembly_fingerprint; print('aws_cdk' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False", result.stderr[-2000:]
