@@ -20,7 +20,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,10 @@ from model_build.accuracy import SOURCE, AccuracyError, Tolerance, check, compar
 from model_build.build_report import REPORT_SCHEMA_VERSION
 from model_build.settings import ModelSettings
 from model_build.trt import opt_batch_size
+
+# Not datetime.UTC (3.11): this module runs in the CodeBuild GPU build on the Triton image's Python 3.10
+# (model_build/buildspec.yml; tests/model_build/test_build_image_python.py).
+UTC = timezone.utc  # noqa: UP017
 
 SEED = 0
 DEFAULT_CONCURRENCY = (1, 2, 4)

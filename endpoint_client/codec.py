@@ -25,9 +25,14 @@ JSON_CONTENT_TYPE = "application/json"
 _HEADER_SIZE = re.compile(r"json-header-size=(\d+)")
 
 
-class Encoding(enum.StrEnum):
+# Not enum.StrEnum (3.11): this module runs in the CodeBuild GPU build on the Triton image's Python 3.10 (buildspec,
+# tests/model_build/test_build_image_python.py); __str__ gives StrEnum's str() and f-string value on every Python.
+class Encoding(str, enum.Enum):  # noqa: UP042 -- runs on the Triton image's Python 3.10 (buildspec)
     BINARY = "binary"
     JSON = "json"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import socket
 import subprocess
 import time
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import onnx
@@ -28,6 +28,10 @@ from model_build.key import file_sha256
 from model_build.onnx_inspect import DYNAMIC, ModelSignature
 from model_build.releases import same_tensorrt
 from model_build.settings import ModelSettings
+
+# Not datetime.UTC (3.11): this module runs in the CodeBuild GPU build on the Triton image's Python 3.10
+# (model_build/buildspec.yml; tests/model_build/test_build_image_python.py).
+UTC = timezone.utc  # noqa: UP017
 
 DEFAULT_TRTEXEC = "/usr/src/tensorrt/bin/trtexec"  # where NVIDIA's TensorRT and Triton images keep it
 
