@@ -19,6 +19,7 @@ from stacks.app_factory import create_app
 from stacks.deploy_preflight import make_command, stage_files, warn_placeholders
 from stacks.promotion import PromotionError
 from stacks.resource_limit import too_many_resources_message
+from stacks.role_policy_size import assembly_refusals
 from stage_config import ConfigError, load_stage
 from stage_config.loader import CONFIG_DIR
 from triton_cdk.errors import TritonCdkError
@@ -64,7 +65,7 @@ def main() -> None:
         print(f"ERROR: the stage's constructs refused their settings\n{error}", file=sys.stderr)
         sys.exit(1)
     try:
-        app.synth()
+        assembly = app.synth()
     except RuntimeError as error:
         # A stack over CloudFormation's 500 resources, refused by aws-cdk-lib while it writes the template.
         too_many = too_many_resources_message(error)
@@ -76,6 +77,12 @@ def main() -> None:
         if not str(error).startswith("ValidationFailed"):
             raise
         print(f"ERROR: {str(error).splitlines()[0]}", file=sys.stderr)
+        sys.exit(1)
+    # IAM's policy-size quotas of a role, summed over every stack of the stage (stacks/role_policy_size.py).
+    refusals = assembly_refusals(assembly.directory)
+    for refusal in refusals:
+        print(f"ERROR: {refusal}", file=sys.stderr)
+    if refusals:
         sys.exit(1)
 
 
