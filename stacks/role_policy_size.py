@@ -207,6 +207,12 @@ class _Resolver:
         if len(node) != 1:
             return {key: self.value(stack, item) for key, item in node.items()}
         ((function, argument),) = node.items()
+        try:
+            return self._function(stack, function, argument)
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError):
+            return UNKNOWN  # an expression of a shape this module does not model: the conservative length
+
+    def _function(self, stack: str, function: str, argument: Any) -> Any:
         if function == "Ref":
             return self.resource_ref(stack, argument)
         if function == "Fn::GetAtt":

@@ -151,3 +151,9 @@ def test_docs_state_the_limit() -> None:
     serving = (PROJECT_ROOT / "docs" / "serving.md").read_text()
     assert "IAM's 10,240 characters of inline policies per role" in refusals
     assert "IAM's 10,240 characters of inline" in serving and "stacks/role_policy_size.py" in serving
+
+
+def test_an_expression_it_does_not_model_counts_long_instead_of_failing() -> None:
+    """app.py runs the check on every synth: a template shape it does not know must not end in a traceback."""
+    odd = _document({"Fn::Select": ["not a number", ["a"]]}, {"Fn::GetAtt": "NoSuchResource.Arn"})
+    assert policy_size(odd, _stage({}), "Triton-dev-Artifacts") > 2 * 256
