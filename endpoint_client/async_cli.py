@@ -162,6 +162,22 @@ def _check_targets(args: argparse.Namespace) -> None:
         )
 
 
+def check_input_prefix(location: S3Location, given: str) -> None:
+    """SageMaker reads each request as the endpoint's execution role, which may read only under
+    `async-inference/<endpoint>/input/` of the stage's artifact bucket (stage_config/async_paths.py;
+    triton_cdk/serving/async_inference.py grant_read_inputs): a request put anywhere else would fail to download
+    (RequestDownloadFailures), so it is refused before the upload."""
+    from stage_config.async_paths import ASYNC_ROOT
+
+    parts = location.key.split("/")
+    if len(parts) < 4 or parts[0] != ASYNC_ROOT or not parts[1] or parts[2] != "input":
+        raise InvalidInputError(
+            f"--input-location {given[:200]!r}: must lie under {ASYNC_ROOT}/<endpoint>/input/ of the stage's "
+            "artifact bucket (<endpoint>: endpoints[].name in the stage config), the only place the endpoint's "
+            "execution role reads requests from"
+        )
+
+
 def endpoint_and_prefix(args: argparse.Namespace) -> tuple[str, S3Location]:
     """(deployed endpoint name, input prefix) from --config/--endpoint, or --endpoint-name/--input-location."""
     if args.input_location is not None:
@@ -172,7 +188,9 @@ def endpoint_and_prefix(args: argparse.Namespace) -> tuple[str, S3Location]:
                 f"--endpoint-name {args.endpoint_name[:80]!r}: 1-63 letters, digits and inner hyphens "
                 "(InvokeEndpointAsync EndpointName, botocore sagemaker-runtime model)"
             )
-        return args.endpoint_name, parse_s3_uri(args.input_location, "--input-location")
+        location = parse_s3_uri(args.input_location, "--input-location")
+        check_input_prefix(location, args.input_location)
+        return args.endpoint_name, location
     from stage_config import ConfigError, load_config
     from stage_config.async_paths import async_prefixes
 

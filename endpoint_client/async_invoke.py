@@ -6,7 +6,8 @@ model, operation InvokeEndpointAsync):
 2. `invoke_endpoint_async(EndpointName, InputLocation, ContentType, RequestTTLSeconds, InvocationTimeoutSeconds)`;
    the service answers 202 with `OutputLocation` and `FailureLocation`, the S3 URIs where the answer or the
    failure will be written;
-3. poll both with `head_object` (bounded exponential backoff) until one exists or `wait_timeout` passes; read it.
+3. poll both with `list_objects_v2(Prefix=<exact key>)` (bounded exponential backoff; `head_object` when the
+   caller may not list) until one exists or `wait_timeout` passes; read it.
 
 Limits are the service model's: RequestTTLSeconds 60-21600, InvocationTimeoutSeconds 1-3600, InputLocation
 1-1024 characters matching ^(https|s3)://([^/]+)/?(.*)$ (tests read them from botocore).
@@ -203,8 +204,22 @@ class AsyncInvoker:
         return submission
 
     def _exists(self, location: S3Location, denied: list[str]) -> bool:
+        """Whether the object is there, by listing its exact key: s3:prefix is a condition key of s3:ListBucket
+        (Service Authorization Reference; the request's Prefix), so a role allowed to list only the output and
+        failure prefixes (the smoke role) gets an answer; HeadObject carries no prefix, and without an
+        unconditional s3:ListBucket S3 answers 403 for a key not written yet (S3 API reference, HeadObject
+        "Permissions"). The exact key is the first of the listing (keys come in UTF-8 binary order and it is a
+        prefix of every other), so one key is asked for. A caller that may not list falls back on HeadObject."""
         from botocore.exceptions import BotoCoreError, ClientError
 
+        try:
+            listed = self.s3.list_objects_v2(Bucket=location.bucket, Prefix=location.key, MaxKeys=1)
+            return any(item.get("Key") == location.key for item in listed.get("Contents", []))
+        except ClientError as error:
+            if _error_code(error) not in ("403", "AccessDenied", "Forbidden"):
+                raise EndpointClientError(f"{location.uri}: cannot check for it ({error})") from error
+        except BotoCoreError as error:
+            raise EndpointClientError(f"{location.uri}: cannot check for it ({error})") from error
         try:
             self.s3.head_object(Bucket=location.bucket, Key=location.key)
             return True
@@ -256,8 +271,8 @@ class AsyncInvoker:
                 now = self.clock()
                 if now - start >= timeout:
                     hint = (
-                        f"; S3 answered 403 for {denied[-1]}: without s3:ListBucket a missing key reads as denied, "
-                        "so check the caller may read the output and failure prefixes"
+                        f"; S3 answered 403 for {denied[-1]}: without s3:ListBucket on the output and failure "
+                        "prefixes a missing key reads as denied, so check the caller may list and read them"
                         if denied
                         else ""
                     )

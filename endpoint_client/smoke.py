@@ -21,6 +21,7 @@ import sys
 import tarfile
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -32,14 +33,11 @@ from tritonclient.utils import triton_to_np_dtype
 
 from endpoint_client import EndpointClient, RetryPolicy, smoke_test
 from endpoint_client.limits import MAX_PAYLOAD_BYTES
-from endpoint_client.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
+from endpoint_client.smoke_plan import ASYNC_WAIT_SECONDS, EndpointCheck, ModelCheck, SmokePlan
 from endpoint_client.transport import SageMakerTransport
 from model_build.atomic import write_atomically
 from model_build.errors import ToolError
 
-# How long the smoke test waits for an asynchronous endpoint's answer: InvokeEndpointAsync's default
-# InvocationTimeoutSeconds (900 s, botocore sagemaker-runtime model) plus time for a variant scaled to zero to start.
-ASYNC_WAIT_SECONDS = 1500.0
 SUMMARY_LIMIT = 400  # CodePipeline approval comments (CustomData) hold 500 characters
 SAMPLE_SEED = 0
 
@@ -259,6 +257,32 @@ def check_model(
     return result
 
 
+def _check_one(
+    plan: SmokePlan,
+    endpoint: EndpointCheck,
+    model: ModelCheck,
+    client_for: ClientFactory,
+    read_config: ConfigReader,
+    clock: Callable[[], float],
+) -> ModelResult:
+    try:
+        model_config = read_config(model)
+        return check_model(
+            client_for(endpoint, model),
+            endpoint,
+            model,
+            model_config,
+            # An asynchronous answer's time is queueing and S3 polling, not the model's latency: one call
+            # checks it end to end (InvokeEndpointAsync, then the output object), untimed.
+            timed_calls=0 if endpoint.async_input_prefix is not None else plan.timed_calls,
+            clock=clock,
+        )
+    except ToolError as error:
+        result = ModelResult(endpoint.name, model.name, model.target_model, max_latency_ms=endpoint.max_latency_ms)
+        result.problems.append(str(error))
+        return result
+
+
 def run_plan(
     plan: SmokePlan,
     client_for: ClientFactory,
@@ -267,30 +291,25 @@ def run_plan(
     echo: Callable[[str], None] = print,
     clock: Callable[[], float] = time.perf_counter,
 ) -> SmokeReport:
-    """Every model of every endpoint; a failure is recorded and the run goes on, so the report is whole."""
-    results = []
-    for endpoint in plan.endpoints:
-        for model in endpoint.models:
-            try:
-                model_config = read_config(model)
-                result = check_model(
-                    client_for(endpoint, model),
-                    endpoint,
-                    model,
-                    model_config,
-                    # An asynchronous answer's time is queueing and S3 polling, not the model's latency: one call
-                    # checks it end to end (InvokeEndpointAsync, then the output object), untimed.
-                    timed_calls=0 if endpoint.async_input_prefix is not None else plan.timed_calls,
-                    clock=clock,
-                )
-            except ToolError as error:
-                result = ModelResult(
-                    endpoint.name, model.name, model.target_model, max_latency_ms=endpoint.max_latency_ms
-                )
-                result.problems.append(str(error))
-            echo(result.line())
-            results.append(result)
-    return SmokeReport(plan.stage, results)
+    """Every model of every endpoint; a failure is recorded and the run goes on, so the report is whole.
+
+    Asynchronous models are checked together, in threads started first (each submits its request at once and
+    then waits up to ASYNC_WAIT_SECONDS; an endpoint scaled to zero starts cold), while the real-time models are
+    checked one after the other; so the step waits about one asynchronous wait in all, not one per model
+    (stacks/pipeline_steps.py sizes its timeout on that). Results keep the plan's order."""
+    pairs = [(endpoint, model) for endpoint in plan.endpoints for model in endpoint.models]
+    waiting = [(i, e, m) for i, (e, m) in enumerate(pairs) if e.async_input_prefix is not None]
+    results: list[ModelResult | None] = [None] * len(pairs)
+    with ThreadPoolExecutor(max_workers=max(len(waiting), 1), thread_name_prefix="smoke-async") as pool:
+        futures = {i: pool.submit(_check_one, plan, e, m, client_for, read_config, clock) for i, e, m in waiting}
+        for i, (endpoint, model) in enumerate(pairs):
+            if i not in futures:
+                results[i] = _check_one(plan, endpoint, model, client_for, read_config, clock)
+                echo(results[i].line())
+        for i, future in futures.items():
+            results[i] = future.result()
+            echo(results[i].line())
+    return SmokeReport(plan.stage, [r for r in results if r is not None])
 
 
 def write_report(report: SmokeReport, directory: Path) -> None:

@@ -8,6 +8,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+# How long the smoke test waits for the answers of a stage's asynchronous endpoints (all waited for together,
+# endpoint_client/smoke.py run_plan): InvokeEndpointAsync's default InvocationTimeoutSeconds (900 s, botocore
+# sagemaker-runtime model) plus time for a variant scaled to zero to start. The pipeline's smoke step sizes its
+# timeout on it (stacks/pipeline_steps.py).
+ASYNC_WAIT_SECONDS = 1500.0
+
 
 @dataclass(frozen=True)
 class ModelCheck:

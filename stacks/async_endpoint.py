@@ -46,9 +46,19 @@ def scales_on_backlog(settings: EndpointSettings) -> bool:
     return settings.async_inference is not None and settings.async_inference.scaling is not None
 
 
+# Days an expired input, answer or failure is kept as a noncurrent version before S3 deletes it.
+ASYNC_NONCURRENT_DAYS = 1
+
+
 def add_async_lifecycle_rules(bucket: s3.Bucket, config: AppConfig) -> None:
-    """One expiry rule per asynchronous endpoint of the stage on the artifact bucket (a property of the bucket: no
-    logical id changes; stages without asynchronous endpoints keep their template unchanged)."""
+    """Two rules per asynchronous endpoint of the stage on the artifact bucket (a property of the bucket: no
+    logical id changes; stages without asynchronous endpoints keep their template unchanged).
+
+    The artifact bucket is versioned, and S3 "Expiring objects": "Object expiration applies only to an object's
+    current version" (it becomes noncurrent behind a delete marker); the bucket-wide rule keeps noncurrent versions
+    `artifacts.noncurrent_version_expiration_days`. So the expiry rule also deletes noncurrent versions under the
+    prefix after ASYNC_NONCURRENT_DAYS, and a second rule removes the expired-object delete markers left behind
+    (S3 lifecycle: ExpiredObjectDeleteMarker cannot be combined with Days in one rule's Expiration)."""
     for settings in config.endpoints:
         if settings.async_inference is None:
             continue
@@ -56,6 +66,12 @@ def add_async_lifecycle_rules(bucket: s3.Bucket, config: AppConfig) -> None:
             id=f"ExpireAsyncInference-{settings.name}",
             prefix=async_root(settings.name),
             expiration=cdk.Duration.days(settings.async_inference.output_expiration_days),
+            noncurrent_version_expiration=cdk.Duration.days(ASYNC_NONCURRENT_DAYS),
+        )
+        bucket.add_lifecycle_rule(
+            id=f"RemoveAsyncDeleteMarkers-{settings.name}",
+            prefix=async_root(settings.name),
+            expired_object_delete_marker=True,
         )
 
 
@@ -146,6 +162,8 @@ def serve_async(
         thresholds=AsyncAlarmThresholds(
             max_backlog_age_seconds=a.max_backlog_age_seconds,
             period_seconds=settings.alarms.period_seconds,
+            evaluation_periods=settings.alarms.evaluation_periods,
+            datapoints_to_alarm=settings.alarms.datapoints_to_alarm,
         ),
         topic=notifications.topic,
         notifications=a.notifications,

@@ -150,7 +150,8 @@ def grant_async_smoke(
     """The smoke test of an asynchronous endpoint (endpoint_client.async_invoke): InvokeEndpointAsync on it (IAM action
     sagemaker:InvokeEndpointAsync, resource type endpoint: Service Authorization Reference), s3:PutObject of the
     request under the input prefix, s3:GetObject of the answer or failure, s3:ListBucket under those two prefixes
-    (without it S3 answers 403 instead of 404 for an answer not written yet: HeadObject, "Permissions"), and the
+    (the s3:prefix condition key is a ListBucket request's Prefix, so the client polls with ListObjectsV2 on the
+    exact key: endpoint_client/async_invoke.py AsyncInvoker._exists; HeadObject carries no prefix), and the
     artifact key for the objects it writes (kms:GenerateDataKey) and reads (kms:Decrypt)."""
     bucket = store.bucket_arn
     return grant_statements(

@@ -10,7 +10,7 @@ from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_iam as iam
 from aws_cdk import pipelines
 
-from endpoint_client.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
+from endpoint_client.smoke_plan import ASYNC_WAIT_SECONDS, EndpointCheck, ModelCheck, SmokePlan
 from stacks.pipeline_stage import TritonStage, smoke_role_name
 from stacks.stage_plan import StagePlan, plan_stage
 from stage_config import AppConfig
@@ -119,8 +119,32 @@ def smoke_step(
             f'export {SUMMARY_VARIABLE}="$(cat {REPORT_DIR}/summary.txt)"',
         ],
         output_directory=REPORT_DIR,
-        timeout=cdk.Duration.minutes(30),
+        timeout=cdk.Duration.minutes(smoke_timeout_minutes(stage.config)),
     )
+
+
+# The smoke step's time without asynchronous endpoints, and what their answers add: smoke.py waits for all of
+# them together (run_plan) up to ASYNC_WAIT_SECONDS (InvokeEndpointAsync's default InvocationTimeoutSeconds, 900 s,
+# plus a cold start from zero instances), rounded up to whole minutes.
+SMOKE_MINUTES = 30
+ASYNC_SMOKE_MINUTES = -(-int(ASYNC_WAIT_SECONDS) // 60)
+
+
+def smoke_timeout_minutes(config: AppConfig) -> int:
+    """SMOKE_MINUTES, plus ASYNC_SMOKE_MINUTES when the stage has an asynchronous endpoint, within CodeBuild's
+    build timeout (botocore codebuild model, BuildTimeOut: timeoutInMinutes)."""
+    low, high = codebuild_timeout_limits()
+    asynchronous = any(e.async_inference is not None for e in config.endpoints)
+    return max(low, min(high, SMOKE_MINUTES + (ASYNC_SMOKE_MINUTES if asynchronous else 0)))
+
+
+def codebuild_timeout_limits() -> tuple[int, int]:
+    """CreateProject timeoutInMinutes (shape BuildTimeOut) min and max, from botocore's codebuild model."""
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("codebuild")
+    shape = model.operation_model("CreateProject").input_shape.members["timeoutInMinutes"]
+    return shape.metadata["min"], shape.metadata["max"]
 
 
 def _stage_access_step(

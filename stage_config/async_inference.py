@@ -20,8 +20,9 @@ Combinations refused at config load, each with its source:
   archived awsdocs/amazon-sagemaker-developer-guide, also listed multi-container, multi-model, network isolation,
   multi-variant, KMS, data capture and Elastic Inference; the current page does not, and an AsyncInferenceConfig
   itself takes a KmsKeyId.)
-- mode multi_model / inference_components: no AWS source found excludes them; this project's scope (the issue's:
-  single-model endpoints are made asynchronous).
+- mode multi_model / inference_components: InvokeEndpointAsync's input has no TargetModel and no
+  InferenceComponentName (botocore's sagemaker-runtime model; InvokeEndpoint has both), so a request cannot name
+  the model of a multi-model endpoint or the inference component that should answer it.
 - `autoscaling:` beside `async_inference:`: SageMaker "Alarms and logs for tracking metrics from asynchronous
   endpoints": "Any metric not listed below is not published if the endpoint is enabled for asynchronous inference",
   naming "Invocations" and "InvocationsPerInstance", so invocation-based targets never see data; backlog scaling
@@ -63,6 +64,10 @@ EXCLUSIONS_SOURCE = (
     "cannot use Asynchronous Inference; that page lists 'Endpoints that use Inf1 (Inferentia-based) instances'"
 )
 INF1_PREFIX = "ml.inf1."
+ADDRESSING_SOURCE = (
+    "InvokeEndpointAsync takes no TargetModel and no InferenceComponentName (botocore's sagemaker-runtime model; "
+    "InvokeEndpoint has both)"
+)
 
 
 class AsyncScalingConfig(StrictModel):
@@ -134,8 +139,8 @@ def async_problems(endpoint: EndpointSettings) -> list[str]:
     problems = []
     if endpoint.mode != "single_model":
         problems.append(
-            f"async_inference is for mode 'single_model' only (got '{endpoint.mode}'): this project's scope (no AWS "
-            "source excludes it)"
+            f"async_inference is for mode 'single_model' only (got '{endpoint.mode}'): {ADDRESSING_SOURCE}, so a "
+            "multi-model endpoint's models and an endpoint's inference components cannot be addressed asynchronously"
         )
     instance_types = {"instance_type": endpoint.instance_type}
     for i, variant in enumerate(endpoint.extra_variants):

@@ -8,6 +8,9 @@ Where SageMaker allows no shadow (each refusal names its source):
   Inf1 are refused here.
 - CreateEndpointConfig `ShadowProductionVariants`: one production variant and one shadow variant only, so
   `extra_variants` is refused.
+- `deployment.strategy: rolling`: the deployment guardrails' "Exclusions" page: "If you're doing a rolling
+  deployment, there are additional feature-based exclusions: ... Multi-variant inference endpoints". Whether an
+  endpoint with one production and one shadow variant counts as multi-variant is not said; read cautiously, it does.
 - Inference-component endpoints: their variant hosts no model (components do), while a shadow variant is a
   ProductionVariant with a ModelName; not wired in this project.
 Data capture stays allowed ("Create a shadow test": "optionally turn on Data Capture to log requests and responses of
@@ -34,6 +37,10 @@ MAX_INSTANCE_COUNT = 1000
 # "Shadow tests" > "Exclusions": "Endpoints that use Inf1 (Inferentia-based) instances".
 EXCLUDED_INSTANCE_FAMILY = "ml.inf1."
 EXCLUSIONS_SOURCE = 'SageMaker "Shadow tests" > "Exclusions"'
+ROLLING_SOURCE = (
+    "SageMaker deployment guardrails 'Exclusions': \"If you're doing a rolling deployment, there are additional "
+    'feature-based exclusions: ... Multi-variant inference endpoints"'
+)
 ONE_VARIANT_SOURCE = (
     "CreateEndpointConfig ShadowProductionVariants: one variant for ProductionVariants and one for "
     "ShadowProductionVariants"
@@ -89,6 +96,11 @@ def shadow_problems(endpoint: EndpointSettings) -> list[str]:
         problems.append(
             f"shadow: an endpoint with a shadow variant has one production variant; remove extra_variants "
             f"({ONE_VARIANT_SOURCE})"
+        )
+    if endpoint.deployment.strategy == "rolling":
+        problems.append(
+            "deployment.strategy: 'rolling' is refused beside a shadow variant (a cautious reading of "
+            f"{ROLLING_SOURCE}: an endpoint with a shadow is a multi-variant endpoint); use blue_green"
         )
     for field, name in (("instance_type", endpoint.instance_type), ("shadow.instance_type", shadow.instance_type)):
         if name.startswith(EXCLUDED_INSTANCE_FAMILY):

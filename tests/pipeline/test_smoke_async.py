@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from typing import Any
 
 import boto3
@@ -20,6 +21,7 @@ from synth_helpers import PROJECT_ROOT
 from tritonclient.grpc import model_config_pb2 as mc
 
 from endpoint_client import smoke
+from endpoint_client.errors import EndpointError
 from endpoint_client.smoke import client_factory, run_plan
 from endpoint_client.smoke_plan import EndpointCheck, ModelCheck, SmokePlan
 from stage_config.async_paths import async_prefixes
@@ -44,6 +46,14 @@ def _clients() -> tuple[Any, Any]:
     return boto3.client("sagemaker-runtime", **options), boto3.client("s3", **options)
 
 
+def _there(s3_stub: Stubber, uri: str) -> None:
+    """The object at `uri` is listed under its exact key (the smoke role may list only the answer prefixes)."""
+    key = uri.removeprefix(f"s3://{BUCKET}/")
+    s3_stub.add_response(
+        "list_objects_v2", {"Contents": [{"Key": key}], "KeyCount": 1}, {"Bucket": BUCKET, "Prefix": key, "MaxKeys": 1}
+    )
+
+
 def _plan(prefix: str | None = PREFIX) -> SmokePlan:
     endpoint = EndpointCheck(
         "image", "async-image", 100.0, [ModelCheck("add_sub", "k", None)], async_input_prefix=prefix
@@ -65,7 +75,7 @@ def test_an_async_endpoint_is_called_through_invoke_endpoint_async_once(monkeypa
             "invoke_endpoint_async",
             {"InferenceId": "abc", "OutputLocation": OUTPUT, "FailureLocation": FAILURE},
         )
-        s3_stub.add_response("head_object", {})
+        _there(s3_stub, OUTPUT)
         s3_stub.add_response("get_object", {"Body": StreamingBody(io.BytesIO(answer), len(answer))})
         plan = _plan()
         report = run_plan(
@@ -86,8 +96,8 @@ def test_a_failure_object_fails_the_smoke_test_with_its_text(monkeypatch: pytest
         runtime_stub.add_response(
             "invoke_endpoint_async", {"InferenceId": "abc", "OutputLocation": OUTPUT, "FailureLocation": FAILURE}
         )
-        s3_stub.add_client_error("head_object", service_error_code="404", http_status_code=404)
-        s3_stub.add_response("head_object", {})
+        s3_stub.add_response("list_objects_v2", {"KeyCount": 0})
+        _there(s3_stub, FAILURE)
         s3_stub.add_response("get_object", {"Body": StreamingBody(io.BytesIO(text), len(text))})
         plan = _plan()
         report = run_plan(
@@ -125,6 +135,63 @@ def test_the_async_example_stage_is_smoke_tested_asynchronously() -> None:
     prefixes = {e.name: e.async_input_prefix for e in plan.endpoints}
     assert prefixes == {e.name: async_prefixes(e.name).input for e in config.endpoints if e.async_inference}
     assert smoke.ASYNC_WAIT_SECONDS >= 900  # InvokeEndpointAsync's default InvocationTimeoutSeconds
+
+
+class _WaitsForTheOthers:
+    """A client whose call returns only once `barrier.parties` calls are in flight (BrokenBarrierError otherwise)."""
+
+    def __init__(self, barrier: threading.Barrier, calls: list[str], name: str) -> None:
+        self.barrier, self.calls, self.name = barrier, calls, name
+        self.transport = self
+
+    def describe(self, target_model: str | None) -> str:
+        return f"endpoint {self.name}"
+
+    def invoke(self, inputs, *, target_model=None, inference_component=None):
+        self.calls.append(self.name)
+        self.barrier.wait(timeout=20)
+        raise EndpointError(self.describe(None), "answered in the test")
+
+
+def test_async_requests_are_all_in_flight_before_any_answer_is_awaited() -> None:
+    """An asynchronous answer may take InvokeEndpointAsync's default InvocationTimeoutSeconds (900 s, botocore
+    sagemaker-runtime model) plus a cold start from zero instances ("Autoscale an asynchronous endpoint"), so the
+    smoke test submits every asynchronous request before waiting and waits for them together: two async endpoints
+    are both in flight at once (a sequential run would break the barrier); results keep the plan's order."""
+    barrier, calls = threading.Barrier(2), []
+    endpoints = [
+        EndpointCheck(name, f"async-{name}", 100.0, [ModelCheck("add_sub", "k", None)], async_input_prefix=PREFIX)
+        for name in ("one", "two")
+    ]
+    plan = SmokePlan("async", timed_calls=3, attempts=1, endpoints=endpoints)
+    report = run_plan(
+        plan,
+        lambda endpoint, model: _WaitsForTheOthers(barrier, calls, endpoint.name),
+        lambda model: ADD_SUB,
+        echo=lambda _: None,
+    )
+    assert sorted(calls) == ["one", "two"]
+    assert [r.endpoint for r in report.results] == ["one", "two"]
+    assert all("answered in the test" in r.problems[0] for r in report.results)
+
+
+def test_the_smoke_step_timeout_covers_the_async_wait_within_codebuilds_limit() -> None:
+    """botocore codebuild model, CreateProject timeoutInMinutes (shape BuildTimeOut): the limits the step's timeout
+    is kept within; a stage with an asynchronous endpoint gets its 30 minutes plus ASYNC_WAIT_SECONDS in whole
+    minutes (the answers are awaited together, so once), one without keeps 30 (pipeline template unchanged)."""
+    import botocore.session
+
+    from stacks import pipeline_steps
+    from stage_config import load_stage
+
+    shape = botocore.session.get_session().get_service_model("codebuild").shape_for("BuildTimeOut")
+    assert pipeline_steps.codebuild_timeout_limits() == (shape.metadata["min"], shape.metadata["max"])
+    asynchronous = load_stage("async", PROJECT_ROOT / "examples" / "config")
+    realtime = load_stage("dev", PROJECT_ROOT / "config")
+    minutes = pipeline_steps.smoke_timeout_minutes(asynchronous)
+    assert minutes * 60 >= pipeline_steps.SMOKE_MINUTES * 60 + smoke.ASYNC_WAIT_SECONDS
+    assert minutes <= shape.metadata["max"]
+    assert pipeline_steps.smoke_timeout_minutes(realtime) == pipeline_steps.SMOKE_MINUTES == 30
 
 
 ASYNC_PROBE = """

@@ -7,6 +7,7 @@ triton_cdk/serving/async_inference.py quote them.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -27,11 +28,14 @@ from stage_config.loader import load_config
 from triton_cdk.errors import InvalidPropsError
 from triton_cdk.serving import ProductionVariant, TritonEndpoint, TritonModel, TritonModelData
 from triton_cdk.serving.async_inference import (
+    AsyncAlarmThresholds,
     AsyncInference,
     AsyncOutput,
     AsyncScalingSettings,
+    TritonAsyncMonitoring,
     TritonAsyncScaling,
 )
+from triton_cdk.serving.endpoint import MetricsPublishing
 from triton_cdk.serving.monitoring import AlarmThresholds, TritonEndpointMonitoring, VariantHardware
 
 BASE = {"name": "a", "mode": "single_model", "models": ["m"], "instance_type": "ml.g5.xlarge"}
@@ -74,13 +78,16 @@ def test_request_ttl_and_invocation_timeout_are_not_endpoint_config_members():
 
 @pytest.mark.parametrize("mode", ["multi_model", "inference_components"])
 def test_async_is_for_single_model_endpoints(mode):
-    """This project's scope, not an AWS exclusion: issue #26 part 1 makes single-model endpoints asynchronous
-    (`mode: async`, or an `async_inference:` block on a single-model endpoint). SageMaker's deployment guardrails
-    "Exclusions" page, which "Asynchronous inference" points to, lists no multi-model endpoints or inference
-    components (only an archived earlier version listed multi-model endpoints), so the message says so."""
+    """botocore's sagemaker-runtime model: InvokeEndpointAsync's input has no TargetModel and no
+    InferenceComponentName, which InvokeEndpoint has, so the models of a multi-model endpoint and an endpoint's
+    inference components cannot be addressed asynchronously; the message names that source."""
+    runtime = botocore.session.get_session().get_service_model("sagemaker-runtime")
+    addressing = {"TargetModel", "InferenceComponentName"}
+    assert not set(runtime.operation_model("InvokeEndpointAsync").input_shape.members) & addressing
+    assert set(runtime.operation_model("InvokeEndpoint").input_shape.members) >= addressing
     with pytest.raises(ValidationError, match="async_inference is for mode 'single_model' only") as raised:
         endpoint(mode=mode, models=["m", "n"])
-    assert "this project's scope" in str(raised.value)
+    assert "InvokeEndpointAsync takes no TargetModel and no InferenceComponentName" in str(raised.value)
 
 
 def test_inf1_instances_are_refused():
@@ -227,7 +234,9 @@ def test_construct_refuses_a_shared_input_prefix():
         )
 
 
-def _endpoint(stack: cdk.Stack, bucket: s3.IBucket, key: kms.IKey, *, asynchronous: bool):
+def _endpoint(
+    stack: cdk.Stack, bucket: s3.IBucket, key: kms.IKey, *, asynchronous: bool, metrics: MetricsPublishing | None = None
+):
     output = None
     if asynchronous:
         output = AsyncInference(
@@ -254,6 +263,7 @@ def _endpoint(stack: cdk.Stack, bucket: s3.IBucket, key: kms.IKey, *, asynchrono
         endpoint_name="dev-a",
         variants=[ProductionVariant("AllTraffic", "ml.g5.xlarge")],
         async_output=output,
+        metrics=metrics,
     )
 
 
@@ -325,3 +335,60 @@ def test_endpoint_monitoring_uses_only_what_an_asynchronous_endpoint_publishes(a
     else:
         assert {m["Id"] for m in errors_4xx["Metrics"]} >= {"errors", "invocations"}
         assert all(name in dashboard for name in unpublished)
+
+
+def _async_dashboard(frequency: int) -> str:
+    stack, bucket, key = _stack()
+    endpoint = _endpoint(
+        stack, bucket, key, asynchronous=True, metrics=MetricsPublishing(publish_frequency_seconds=frequency)
+    )
+    TritonEndpointMonitoring(
+        stack,
+        "Monitoring",
+        endpoint=endpoint,
+        thresholds=AlarmThresholds(),
+        hardware_by_variant={"AllTraffic": VariantHardware(vcpus=4, gpu_count=1)},
+        multi_model=False,
+    )
+    return json.dumps(Template.from_stack(stack).find_resources("AWS::CloudWatch::Dashboard"))
+
+
+@pytest.mark.parametrize(
+    ("frequency", "expression", "period"),
+    [(60, None, 60), (10, "samples / 6", 60), (30, "samples / 2", 60), (300, None, 300)],
+)
+def test_the_async_instance_count_follows_the_metrics_publish_frequency(frequency, expression, period):
+    """SageMaker "Troubleshooting" (asynchronous inference) counts instances as CPUUtilization's SampleCount "for a
+    1 minute period", one sample per instance per publication; MetricsConfig MetricPublishFrequencyInSeconds sets how
+    often the utilization metrics are published (SageMaker API reference), so at 10 s an instance gives 6 samples a
+    minute: the count is divided by period / frequency, over a period of max(60 s, frequency)."""
+    dashboard = _async_dashboard(frequency)
+    assert "SampleCount" in dashboard
+    if expression is None:
+        assert "samples /" not in dashboard
+    else:
+        assert expression in dashboard
+    (options,) = re.findall(r"CPUUtilization[^{]*(\{[^}]*SampleCount[^}]*\})", dashboard)
+    # A graph widget's period is 300 s unless a metric names another (CloudWatch dashboard body structure).
+    assert (f'period\\":{period}' in options) or (period == 300 and "period" not in options)
+
+
+def test_async_alarms_follow_the_alarm_settings_m_out_of_n():
+    """CloudWatch "Evaluating an alarm": DatapointsToAlarm (M) of EvaluationPeriods (N); the asynchronous failure
+    and backlog-age alarms take `alarms.evaluation_periods` / `datapoints_to_alarm` as the endpoint's other alarms
+    (review of issue #26, item 12), and refuse M > N."""
+    stack, bucket, key = _stack()
+    endpoint = _endpoint(stack, bucket, key, asynchronous=True)
+    thresholds = AsyncAlarmThresholds(period_seconds=60, evaluation_periods=3, datapoints_to_alarm=2)
+    TritonAsyncMonitoring(stack, "AsyncMonitoring", endpoint=endpoint, thresholds=thresholds)
+    alarms = Template.from_stack(stack).find_resources("AWS::CloudWatch::Alarm")
+    assert alarms and all(
+        (a["Properties"]["EvaluationPeriods"], a["Properties"]["DatapointsToAlarm"]) == (3, 2) for a in alarms.values()
+    )
+    with pytest.raises(InvalidPropsError, match="datapoints_to_alarm 4"):
+        TritonAsyncMonitoring(
+            stack,
+            "Refused",
+            endpoint=endpoint,
+            thresholds=AsyncAlarmThresholds(evaluation_periods=3, datapoints_to_alarm=4),
+        )

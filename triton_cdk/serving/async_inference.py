@@ -195,13 +195,16 @@ class AsyncInference(Construct):
         )
 
     def grant_write_results(self, grantee: iam.IGrantable) -> iam.Grant:
-        """s3:PutObject under exactly the output and failure prefixes, encrypted with the key (KmsKeyId)."""
+        """s3:PutObject (and s3:AbortMultipartUpload of an upload SageMaker gives up) under exactly the output and
+        failure prefixes, encrypted with the key (KmsKeyId). AWS's own example policy ("Asynchronous inference:
+        complete the prerequisites", docs.aws.amazon.com/sagemaker/latest/dg/async-inference-create-endpoint-
+        prerequisites.html) grants s3:AbortMultipartUpload beside s3:PutObject."""
         return grant_statements(
             grantee,
             [
                 iam.PolicyStatement(
                     sid="WriteAsyncResults",
-                    actions=["s3:PutObject"],
+                    actions=["s3:PutObject", "s3:AbortMultipartUpload"],
                     resources=[self._objects(self.output.output_prefix), self._objects(self.output.failure_prefix)],
                 ),
                 iam.PolicyStatement(
@@ -344,6 +347,14 @@ class AsyncAlarmThresholds:
     max_backlog_age_seconds: int = DEFAULT_MAX_BACKLOG_AGE_SECONDS
     period_seconds: int = 300
     evaluation_periods: int = 1
+    datapoints_to_alarm: int = 1  # M of 'M out of N' (evaluation_periods), as TritonEndpointMonitoring's alarms
+
+    def problems(self) -> list[str]:
+        if not 1 <= self.datapoints_to_alarm <= self.evaluation_periods:
+            return [
+                f"datapoints_to_alarm {self.datapoints_to_alarm} must be 1-evaluation_periods {self.evaluation_periods}"
+            ]
+        return []
 
 
 class TritonAsyncMonitoring(Construct):
@@ -361,6 +372,8 @@ class TritonAsyncMonitoring(Construct):
         dashboard: cloudwatch.Dashboard | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        if thresholds.problems():
+            raise InvalidPropsError(f"TritonAsyncMonitoring {self.node.path}: " + "; ".join(thresholds.problems()))
         self._endpoint_name = endpoint.endpoint_name
         self.alarm_names: list[str] = []  # literal names (the L2's alarm_name is a Ref token)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
@@ -443,6 +456,7 @@ class TritonAsyncMonitoring(Construct):
             threshold=threshold,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             evaluation_periods=thresholds.evaluation_periods,
+            datapoints_to_alarm=thresholds.datapoints_to_alarm,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         if topic is not None:

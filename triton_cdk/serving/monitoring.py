@@ -16,7 +16,8 @@ if the endpoint is enabled for asynchronous inference", e.g. OverheadLatency, In
 plus host-level metrics. There the 4XX alarm counts Invocation4XXErrors (Sum >= ASYNC_ERRORS_4XX per period)
 instead of its rate over Invocations, and the dashboard shows no Invocations, InvocationsPerInstance or
 OverheadLatency: the instance count is CPUUtilization's SampleCount per minute (SageMaker "Troubleshooting"
-asynchronous inference: "check the sample count statistic for a 1 minute period").
+asynchronous inference: "check the sample count statistic for a 1 minute period"), divided by the samples each
+instance publishes per period when `MetricPublishFrequencyInSeconds` is not 60.
 tests/contract/test_async_metrics_rules.py checks every shipped template against that list.
 """
 
@@ -280,15 +281,34 @@ class TritonEndpointMonitoring(Construct):
         ]
         return rows + self._device_widgets(v, hardware, graph)
 
+    def _async_instance_count(self, v: str) -> cloudwatch.IMetric:
+        """Instances of an asynchronous variant: CPUUtilization's SampleCount (SageMaker "Troubleshooting"
+        asynchronous inference: "check the sample count statistic for a 1 minute period"), which counts one sample
+        per instance per publication: an instance publishes every `metrics.publish_frequency_seconds`
+        (MetricsConfig MetricPublishFrequencyInSeconds, utilization metrics), so over a period P the count is
+        divided by P / frequency (P: 1 minute, or the frequency when longer)."""
+        e = self.endpoint
+        frequency = e.metrics.publish_frequency_seconds if e.metrics else 60
+        period = max(60, frequency)
+        samples = e.metric_cpu_utilization(
+            variant=v, period=cdk.Duration.seconds(period), statistic="SampleCount", label="instances"
+        )
+        per_instance = period // frequency
+        if per_instance == 1:
+            return samples
+        return cloudwatch.MathExpression(
+            expression=f"samples / {per_instance}",
+            using_metrics={"samples": samples},
+            label="instances",
+            period=cdk.Duration.seconds(period),
+        )
+
     def _async_variant_widgets(self, v: str, hardware: VariantHardware, graph) -> list[list[cloudwatch.IWidget]]:
         """An asynchronous variant's rows: only metrics it publishes (module doc), no Invocations or OverheadLatency."""
         e, minute = self.endpoint, cdk.Duration.minutes(1)
         rows: list[list[cloudwatch.IWidget]] = [
             [
-                graph(
-                    "instance count",
-                    [e.metric_cpu_utilization(variant=v, period=minute, statistic="SampleCount", label="instances")],
-                ),
+                graph("instance count", [self._async_instance_count(v)]),
                 graph(
                     "latency (µs)",
                     [
