@@ -15,7 +15,13 @@ closed over every `import` statement in them, including the deferred ones inside
 (b) use no standard-library name added in 3.11 or later (NEW_IN_311_PLUS, from the "What's New in Python 3.11 / 3.12
 / 3.13" pages and each name's "Added in version 3.x" note in the library reference), and
 (c) where a Python 3.10 interpreter is here, compile under it; where that interpreter can also import the buildspec's
-pinned packages (BUILD_IMAGE_PYTHON=<python3.10 with them>), import every module and run each entry's --help under it.
+pinned packages (BUILD_IMAGE_PYTHON=<python3.10 with them>), import every module and run each entry's --help under it;
+(d) where vermin (netromdk/vermin) is installed, pass `vermin -t=3.10-` (it found `zlib.compress(wbits=)`, 3.11).
+Checked on 2026-11-27 with a pyenv 3.10.13 venv built from the wheels below (BUILD_IMAGE_PYTHON): (c) and the imports
+pass, and tests/model_build/test_package.py, test_check_cli.py, test_build_report.py and
+tests/client/test_client_codec.py pass under it except where the test itself needs a 3.11 venv (aws_cdk, moto,
+contextlib.chdir in cli_runner.py) or an ONNX fixture has IR version 14 (onnx 1.23.2's default), which ONNX Runtime
+1.23.2 refuses (max IR 11).
 
 The buildspec's pins install on Python 3.10: checked with `pip download --only-binary=:all: --python-version 3.10
 --implementation cp --abi cp310 --platform manylinux2014_x86_64 ... manylinux_2_35_x86_64` on 2026-11-27, every
@@ -24,8 +30,9 @@ pin below resolved to a cp310 (or pure-Python / abi3) manylinux x86_64 wheel, wi
 pydantic 2.14.3 (pure; pydantic_core 2.50.4 cp310 manylinux2014), PyYAML 6.0.3 (cp310 manylinux2014), boto3 1.44.5
 (pure), onnx 1.23.2 (cp310 manylinux_2_27), onnxruntime 1.23.2 (cp310 manylinux_2_27; 1.32.0 has none, hence the
 buildspec's marker), tritonclient[grpc,http] 2.73.0 (pure; grpcio 1.85.3 cp310, geventhttpclient 2.4.0 cp310),
-aiohttp 3.14.5 (cp310 manylinux2014), pip 24.3.1 (pure). BUILDSPEC_PINS_CHECKED_FOR_CP310 holds them: a changed pin
-fails test_buildspec_pins_were_checked_for_python_310 until it is checked again the same way.
+aiohttp 3.14.5 (cp310 manylinux2014; on 3.10 it also installs async-timeout), pip 24.3.1 (pure).
+BUILDSPEC_PINS_CHECKED_FOR_CP310 holds them: a changed pin fails test_buildspec_pins_were_checked_for_python_310 until
+it is checked again the same way.
 """
 
 from __future__ import annotations
