@@ -113,8 +113,9 @@ class AsyncInferenceSettings(StrictModel):
     output_expiration_days: PositiveInt = Field(
         default=DEFAULT_OUTPUT_EXPIRATION_DAYS,
         le=3650,
-        description="Days after which the bucket's lifecycle rule deletes inputs, answers and failures under "
-        "async-inference/<endpoint>/ (1-3650).",
+        description="Days after which the bucket's lifecycle rule expires inputs, answers and failures under "
+        "async-inference/<endpoint>/ (1-3650); the bucket is versioned, so the expired versions are deleted 1 day "
+        "later (stacks/async_endpoint.py).",
     )
     notifications: bool = Field(
         default=True,
