@@ -22,7 +22,12 @@ def test_the_subcommand_takes_the_checks_options_and_runs_it():
 
 def test_the_subcommand_refuses_a_model_without_an_engine(tmp_path):
     config = tmp_path / "config.yaml"
-    model = {"name": "m", "platform": "onnxruntime_onnx", "source": {"s3_uri": "s3://sources-bucket/m.onnx"}, "max_batch_size": 4}
+    model = {
+        "name": "m",
+        "platform": "onnxruntime_onnx",
+        "source": {"s3_uri": "s3://sources-bucket/m.onnx"},
+        "max_batch_size": 4,
+    }
     config.write_text(json.dumps({"triton_release": "24.09", "models": [model]}))
     argv = ["--config", str(config), "--model", "m", "--repository", str(tmp_path / "repo"), "--onnx", "m.onnx"]
     result = subprocess.run(
