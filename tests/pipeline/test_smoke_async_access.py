@@ -52,9 +52,7 @@ def test_the_smoke_role_may_submit_and_read_exactly_its_endpoints_async_objects(
 
 def test_the_smoke_plan_asks_for_the_async_check(async_pipeline: Synthesized) -> None:
     """The smoke step's SMOKE_PLAN carries the endpoint's input prefix (endpoint_client/smoke.py reads it)."""
-    assert f'\\"async_input_prefix\\":\\"{async_prefixes("image").input}\\"' in json.dumps(
-        async_pipeline.template_of()
-    )
+    assert f'\\"async_input_prefix\\":\\"{async_prefixes("image").input}\\"' in json.dumps(async_pipeline.template_of())
 
 
 def test_every_policy_of_the_stage_passes_the_iam_tables(async_pipeline: Synthesized) -> None:
