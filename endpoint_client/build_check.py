@@ -8,14 +8,22 @@ build stops there, before `package` and `upload` (docs/build.md "Build report").
 
 Inputs: the user's samples (`--samples inputs.npz`, as `invoke --input` reads them) or generated from the
 model's config.pbtxt at the engine's optimisation shapes (batch: model_build.trt.opt_batch_size; dynamic axes:
-`tensorrt.shapes[].opt`), per data type, from a fixed seed (0): floats uniform in [0, 1), integers in [0, 10) (valid
-token or class ids), booleans. The stage config's smoke samples (config/pipeline.yaml smoke.raw_inputs) are raw
+`tensorrt.shapes[].opt`), per data type, from a fixed seed (0): floats uniform in [0, 1), integers 0 or 1,
+booleans; `tensorrt.accuracy.input_ranges: {name: [low, high]}` gives an input other values (integers in [low, high],
+floats in [low, high)). Integers default to 0/1 because an integer input usually indexes something (a Gather on
+token, segment or position ids, a mask, a class id): ONNX Runtime refuses an index beyond the indexed table
+("indices element out of data bounds") and TensorRT's result there is undefined, so any larger default could fail a
+correct model whose smallest table has 2 rows (BERT's token_type_ids); 0 and 1 are valid for every such table and
+still differ. Give `input_ranges` or samples (`tensorrt.accuracy.samples`) for realistic values.
+With `tensorrt.accuracy.check: false` the comparison is skipped (recorded in the report) and the speed is measured.
+The stage config's smoke samples (config/pipeline.yaml smoke.raw_inputs) are raw
 bytes for models that decode them (BYTES tensors), which no TensorRT engine takes; they do not apply here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -30,9 +38,11 @@ from tritonclient.grpc import model_config_pb2 as mc
 from endpoint_client.build_server import BuildServer, read_model_config, reference_name
 from endpoint_client.codec import encode_request
 from endpoint_client.errors import InvalidInputError
+from endpoint_client.limits import MAX_PAYLOAD_BYTES
 from endpoint_client.loadtest import Level, Plan, percentiles, run_plan, triton_target
 from model_build.accuracy import SOURCE, AccuracyError, Tolerance, check, compare_outputs, tolerance
 from model_build.build_report import REPORT_SCHEMA_VERSION
+from model_build.report_budget import CHECK_CONCURRENCY, CHECK_SECONDS
 from model_build.settings import ModelSettings
 from model_build.trt import opt_batch_size
 
@@ -41,9 +51,12 @@ from model_build.trt import opt_batch_size
 UTC = timezone.utc  # noqa: UP017
 
 SEED = 0
-DEFAULT_CONCURRENCY = (1, 2, 4)
-DEFAULT_SECONDS = 5.0
+DEFAULT_CONCURRENCY = CHECK_CONCURRENCY  # the build's worst-case time is checked at config load with these
+DEFAULT_SECONDS = CHECK_SECONDS
 MAX_CHECK_SECONDS = 60.0  # per level: the build pays for every second
+# Each generated input at most what one InvokeEndpoint request carries (endpoint_client.limits.MAX_PAYLOAD_BYTES,
+# the bound --samples files have too): a wrong opt shape must not allocate gigabytes in the build.
+MAX_GENERATED_BYTES = MAX_PAYLOAD_BYTES
 
 _NUMPY = {
     "TYPE_BOOL": np.bool_,
@@ -65,6 +78,14 @@ def opt_inputs(config: mc.ModelConfig, settings: ModelSettings, *, seed: int = S
     """One request at the engine's optimisation shapes (module docstring), deterministic."""
     rng = np.random.default_rng(seed)
     batch = [opt_batch_size(settings)] if config.max_batch_size > 0 else []
+    accuracy = settings.tensorrt.accuracy
+    value_ranges = dict(accuracy.input_ranges) if accuracy is not None else {}
+    unknown = sorted(set(value_ranges) - {spec.name for spec in config.input})
+    if unknown:
+        raise InvalidInputError(
+            f"tensorrt.accuracy.input_ranges: {', '.join(unknown)} not inputs of model {config.name!r} (its inputs: "
+            f"{', '.join(spec.name for spec in config.input)})"
+        )
     ranges = {shape.input: list(shape.opt) for shape in settings.tensorrt.shapes}
     tensors = {}
     for spec in config.input:
@@ -78,12 +99,28 @@ def opt_inputs(config: mc.ModelConfig, settings: ModelSettings, *, seed: int = S
         opt = ranges.get(spec.name)
         dims = [opt[i] if d < 0 and opt and i < len(opt) else (1 if d < 0 else int(d)) for i, d in enumerate(spec.dims)]
         shape = batch + dims
+        size = math.prod(shape) * np.dtype(dtype).itemsize
+        if size > MAX_GENERATED_BYTES:
+            raise InvalidInputError(
+                f"model {config.name!r}: input {spec.name!r} at the opt shape {shape} is {size} bytes; generated "
+                f"inputs are at most {MAX_GENERATED_BYTES} bytes each (as --samples): lower tensorrt.shapes opt or "
+                "tensorrt.opt_batch_size, or give tensorrt.accuracy.samples"
+            )
+        low, high = value_ranges.get(spec.name, (None, None))
         if dtype is np.bool_:
             tensors[spec.name] = rng.integers(0, 2, size=shape).astype(np.bool_)
         elif np.issubdtype(dtype, np.floating):
-            tensors[spec.name] = rng.random(size=shape).astype(dtype)
+            low, high = (0.0, 1.0) if low is None else (low, high)
+            tensors[spec.name] = (low + (high - low) * rng.random(size=shape)).astype(dtype)
         else:
-            tensors[spec.name] = rng.integers(0, 10, size=shape).astype(dtype)
+            low, high = (0, 1) if low is None else (int(np.ceil(low)), int(np.floor(high)))
+            info = np.iinfo(dtype)
+            if low > high or low < info.min or high > info.max:
+                raise InvalidInputError(
+                    f"tensorrt.accuracy.input_ranges.{spec.name}: {list(value_ranges[spec.name])} holds no "
+                    f"{type_name} integer in [{info.min}, {info.max}]"
+                )
+            tensors[spec.name] = rng.integers(low, high, size=shape, endpoint=True, dtype=np.int64).astype(dtype)
     return tensors
 
 
@@ -188,6 +225,7 @@ def accuracy_section(
     reference = server.infer(reference_name(settings.name), cast_to_config(inputs, reference_config))
     comparisons = compare_outputs(engine, reference, tol)
     section = {
+        "checked": True,
         "passed": all(c.passed for c in comparisons),
         "atol": tol.atol,
         "rtol": tol.rtol,
@@ -198,6 +236,18 @@ def accuracy_section(
         "outputs": [c.as_dict() for c in comparisons],
     }
     return section, comparisons
+
+
+def skipped_section(inputs: Mapping[str, np.ndarray], source: str) -> dict[str, Any]:
+    """`tensorrt.accuracy.check: false`: no comparison, and the report says so (passed is null, not true)."""
+    return {
+        "checked": False,
+        "passed": None,
+        "skipped_because": "tensorrt.accuracy.check: false in the stage config",
+        "input_source": source,
+        "inputs": {name: {"shape": list(a.shape), "dtype": str(a.dtype)} for name, a in inputs.items()},
+        "outputs": [],
+    }
 
 
 def build_report(
@@ -219,8 +269,11 @@ def build_report(
         accuracy.atol if accuracy is not None else None,
         accuracy.rtol if accuracy is not None else None,
     )
-    section, comparisons = accuracy_section(server, settings, inputs, tol, source)
-    check(settings.name, comparisons, tol)  # AccuracyError: the build stops, nothing is uploaded
+    if accuracy is not None and not accuracy.check:
+        section = skipped_section(inputs, source)
+    else:
+        section, comparisons = accuracy_section(server, settings, inputs, tol, source)
+        check(settings.name, comparisons, tol)  # AccuracyError: the build stops, nothing is uploaded
     speed = speed_sweep(server.url, settings.name, inputs, options.concurrency, options.seconds)
     tuning = None
     if settings.tune is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -78,9 +79,17 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidInputError(f"--samples {args.samples}: an .npz file holding every input by name")
     if not 0 < args.seconds <= MAX_CHECK_SECONDS:
         raise InvalidInputError(f"--seconds {args.seconds}: above 0, at most {MAX_CHECK_SECONDS:g}")
+    accuracy = settings.tensorrt.accuracy
+    if accuracy is not None and accuracy.samples is not None and args.samples is None:
+        raise InvalidInputError(
+            f"{args.config}: model {args.model!r}: tensorrt.accuracy.samples is {accuracy.samples!r}: pass that file "
+            "as --samples (the CodeBuild build passes SAMPLES_URI's copy)"
+        )
+    check_files(args)
     samples = input_files.load_array_file(args.samples) if args.samples else None
-    info_file = args.repository / settings.name / "build-info.json"
-    build_info = json.loads(info_file.read_text()) if info_file.is_file() else None
+    if samples is not None:
+        numeric_samples(samples, args.samples)
+    build_info = read_build_info(args.repository / settings.name / "build-info.json")
     options = CheckOptions(args.concurrency, args.seconds, samples, args.artifact_key)
     with tempfile.TemporaryDirectory(prefix="build-report-") as work:
         repository = Path(work) / "repository"
@@ -103,6 +112,49 @@ def run(args: argparse.Namespace) -> int:
     print(format_report(report))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
+
+
+def check_files(args: argparse.Namespace) -> None:
+    """What the measurement needs, refused up front with the argument's name (not a traceback after minutes)."""
+    if not args.onnx.is_file():
+        raise InvalidInputError(f"--onnx {args.onnx}: no such file (the ONNX the engine was built from)")
+    if args.triton_env is None:
+        server = args.tritonserver or DEFAULT_TRITONSERVER
+        if not (server.is_file() and os.access(server, os.X_OK)):
+            raise InvalidInputError(f"--tritonserver {server}: not an executable file")
+    parent = args.out.parent
+    if parent.exists() and not parent.is_dir():
+        raise InvalidInputError(f"--out {args.out}: {parent} is not a folder")
+    if os.path.lexists(args.out):
+        raise ModelBuildError(f"{args.out} already exists (a file or link); a build report is written once")
+
+
+def numeric_samples(samples: dict, where: str) -> None:
+    """Engines take numbers and booleans: a string or complex array is refused by name."""
+    for name, array in samples.items():
+        kind = getattr(array, "dtype", None)
+        if kind is None or kind.kind not in "biuf":
+            raise InvalidInputError(
+                f"--samples {where}: input {name!r} is {kind}; the build check compares numeric or boolean inputs"
+            )
+
+
+def read_build_info(path: Path) -> dict | None:
+    """`model_build build`'s build-info.json (TensorRT version, trtexec argv), or None where there is none."""
+    if not path.is_file():
+        return None
+    try:
+        info = json.loads(path.read_bytes()[: 1024 * 1024])
+    except (OSError, ValueError) as error:
+        raise ModelBuildError(f"{path}: not a build-info.json ({error})") from None
+    if not isinstance(info, dict):
+        raise ModelBuildError(f"{path}: not a build-info.json (a JSON object)")
+    argv, version = info.get("argv"), info.get("tensorrt_version")
+    if argv is not None and not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
+        raise ModelBuildError(f"{path}: argv: a list of strings")
+    if version is not None and not isinstance(version, str):
+        raise ModelBuildError(f"{path}: tensorrt_version: a string")
+    return info
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,13 +4,16 @@ variant `<model>__tune<i>` of the built model (the same engine, linked; its conf
 build report's Triton one at a time, load-tested at `tune.concurrency` for `tune.seconds` each, and unloaded.
 
 The best is the highest inferences per second at any concurrency whose p99 latency is within `slo_p99_ms` and that
-had no errors. It is reported as stage-config lines for the model; the stage config itself is never changed (it is
-reviewed code). The measurement replaces the schema's default of two instances per GPU, "the best measured
+had no errors. A variant that fails to load (e.g. three instances do not fit the build GPU's memory) is recorded
+as failed, with the first line of Triton's error, and the others are still measured. It is reported as
+stage-config lines for the model; the stage config itself is never changed (it is reviewed code). The measurement
+replaces the schema's default of two instances per GPU, "the best measured
 configuration of the reference benchmark", with one of the user's model on the build GPU.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from endpoint_client.build_server import BuildServer, link_version, read_model_config, write_model_config
+from endpoint_client.errors import LocalEndpointError
 from model_build.settings import ModelSettings
 
 
@@ -94,6 +98,10 @@ def config_lines(settings: ModelSettings, candidate: Candidate, best: Mapping[st
     return "\n".join(lines)
 
 
+def first_line(text: str, limit: int = 500) -> str:
+    return (text.strip().splitlines() or [""])[0][:limit]
+
+
 def tune(server: BuildServer, settings: ModelSettings, inputs: Mapping[str, np.ndarray]) -> dict[str, Any]:
     """Load-test every candidate (variants prepared by prepare_variants); the tuning section of report.json."""
     from endpoint_client.build_check import host_facts, speed_sweep
@@ -104,7 +112,15 @@ def tune(server: BuildServer, settings: ModelSettings, inputs: Mapping[str, np.n
     best: tuple[float, Candidate, dict[str, Any]] | None = None
     for index, candidate in enumerate(candidates(settings)):
         name = variant_name(settings.name, index)
-        server.load(name)
+        try:
+            server.load(name)
+        except LocalEndpointError as error:
+            # A variant that does not load (3 instances of the engine need more GPU memory than the build GPU has)
+            # is a result of the tuning, not a failed build: recorded, and the next candidate is measured.
+            measured.append({**candidate.as_dict(), "levels": [], "failed": first_line(str(error))})
+            with contextlib.suppress(LocalEndpointError):
+                server.unload(name)  # whatever Triton loaded of it
+            continue
         try:
             levels = speed_sweep(server.url, name, inputs, settings.tune.concurrency, settings.tune.seconds)
         finally:

@@ -7,8 +7,17 @@ when it exceeds *both* tolerances,
     mismatch = (|a - b| > atol or NaN) and (|a - b| / |b| > rtol or NaN)
 
 i.e. it passes when |a - b| <= atol OR |a - b| <= rtol * |b|, with b the reference (ONNX Runtime) and zeros of b
-replaced by 2.220446049250313e-16 before dividing (Polygraphy's EPSILON). Booleans compare by XOR. Shapes must
-match (Polygraphy's check_shapes default True).
+replaced by 2.220446049250313e-16 before dividing (Polygraphy's EPSILON). Shapes must match (Polygraphy's
+check_shapes default True).
+
+Non-finite values: a NaN on either side makes |a - b| NaN, a mismatch (the formula above), even where both sides hold
+NaN at the same place; matching infinities are mismatches too (Polygraphy's `infinities_compare_equal` default False:
+their absdiff is NaN). The errors reported (max abs / rel) are over the finite differences only, and each output
+counts its NaN and inf elements per side, so a NaN output never reads as "max abs error 0".
+
+Integer and boolean outputs (both sides of kind int/uint/bool) compare exactly, without tolerances (Polygraphy
+compares booleans by XOR; a class id or a count off by one is wrong, however small rtol * |b| is). Values are compared
+as integers, never through a float64 cast (which rounds int64 above 2**53).
 
 Default tolerances per precision (`tensorrt.accuracy` overrides them per model):
 - fp32: atol 1e-5, rtol 1e-5 -- cited: Polygraphy's defaults (`default_atol = 1e-5`, `default_rtol = 1e-5`, same
@@ -64,13 +73,18 @@ def tolerance(precision: str, atol: float | None = None, rtol: float | None = No
 class OutputComparison:
     name: str
     shape: list[int]
-    max_abs_error: float | None
+    max_abs_error: float | None  # over the finite differences; None where there is none
     max_rel_error: float | None
-    mismatches: int  # elements outside both tolerances (Polygraphy's elemwise)
+    mismatches: int  # elements outside both tolerances (Polygraphy's elemwise), or unequal (exact)
     elements: int
     passed: bool
     argmax_agreement: float | None = None  # [batch, classes] outputs: fraction of rows with the same arg-max
     problem: str | None = None  # shape or dtype mismatch, missing output
+    exact: bool = False  # integer / boolean outputs: compared exactly
+    engine_nan: int = 0
+    engine_inf: int = 0
+    reference_nan: int = 0
+    reference_inf: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -78,18 +92,57 @@ class OutputComparison:
     def describe(self, tol: Tolerance) -> str:
         if self.problem:
             return f"output {self.name!r}: {self.problem}"
-        return (
-            f"output {self.name!r}: {self.mismatches} of {self.elements} elements outside atol {tol.atol:g} and rtol "
-            f"{tol.rtol:g} (max abs error {self.max_abs_error:.6g}, max rel error {self.max_rel_error:.6g})"
-        )
+        if self.exact:
+            head = f"{self.mismatches} of {self.elements} elements differ (integer outputs compare exactly)"
+        else:
+            head = f"{self.mismatches} of {self.elements} elements outside atol {tol.atol:g} and rtol {tol.rtol:g}"
+        details = [
+            f"max abs error {_figure(self.max_abs_error)}",
+            *([] if self.exact else [f"max rel error {_figure(self.max_rel_error)}"]),
+        ]
+        if self.engine_nan or self.engine_inf or self.reference_nan or self.reference_inf:
+            details.append(
+                f"non-finite elements: {self.engine_nan} NaN and {self.engine_inf} inf from the engine, "
+                f"{self.reference_nan} NaN and {self.reference_inf} inf from ONNX Runtime (never a match)"
+            )
+        return f"output {self.name!r}: {head} ({', '.join(details)})"
 
 
-def _finite_or_none(value: float) -> float | None:
-    return float(value) if np.isfinite(value) else None
+def _figure(value: float | None) -> str:
+    return "n/a (no finite difference)" if value is None else f"{value:.6g}"
+
+
+def _finite_max(values: np.ndarray) -> float | None:
+    finite = values[np.isfinite(values)]
+    return float(finite.max()) if finite.size else None
+
+
+def _nonfinite(array: np.ndarray) -> tuple[int, int]:
+    if array.dtype.kind not in "fc":
+        return 0, 0
+    return int(np.isnan(array).sum()), int(np.isinf(array).sum())
+
+
+def _compare_exactly(name: str, engine: np.ndarray, reference: np.ndarray) -> OutputComparison:
+    """Integer / boolean outputs: equal or not, as integers (module docstring)."""
+    if {engine.dtype.kind, reference.dtype.kind} == {"i", "u"}:
+        differ = engine.astype(object) != reference.astype(object)  # no common integer type holds both exactly
+    else:
+        differ = engine != reference
+    differ = np.asarray(differ, dtype=bool)
+    count = int(differ.sum())
+    largest = 0.0
+    if count:
+        a = engine[differ].astype(object)
+        b = reference[differ].astype(object)
+        largest = float(max(abs(int(x) - int(y)) for x, y in zip(a.ravel(), b.ravel(), strict=True)))
+    return OutputComparison(
+        name, list(reference.shape), largest, None, count, int(reference.size), count == 0, exact=True
+    )
 
 
 def compare_output(name: str, engine: np.ndarray, reference: np.ndarray, tol: Tolerance) -> OutputComparison:
-    """One output, Polygraphy's elemwise check (module docstring)."""
+    """One output, Polygraphy's elemwise check (module docstring); integer and boolean outputs exactly."""
     engine, reference = np.asarray(engine), np.asarray(reference)
     shape = list(reference.shape)
     if engine.shape != reference.shape:
@@ -99,31 +152,38 @@ def compare_output(name: str, engine: np.ndarray, reference: np.ndarray, tol: To
         )  # fmt: skip
     if reference.size == 0:
         return OutputComparison(name, shape, 0.0, 0.0, 0, 0, True)
-    if engine.dtype == np.bool_ and reference.dtype == np.bool_:
-        absdiff = np.logical_xor(engine, reference).astype(np.float64)
-    elif engine.dtype.kind in "fiub" and reference.dtype.kind in "fiub":
-        absdiff = np.abs(engine.astype(np.float64) - reference.astype(np.float64))
+    if engine.dtype.kind in "iub" and reference.dtype.kind in "iub":
+        return _compare_exactly(name, engine, reference)
+    if engine.dtype.kind in "fiub" and reference.dtype.kind in "fiub":
+        with np.errstate(invalid="ignore", over="ignore"):
+            absdiff = np.abs(engine.astype(np.float64) - reference.astype(np.float64))
     else:
         equal = engine == reference
         absdiff = (~equal).astype(np.float64)
     base = np.abs(reference.astype(np.float64)) if reference.dtype.kind in "fiub" else np.ones_like(absdiff)
     base = np.where(base == 0, EPSILON, base)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         reldiff = absdiff / base
     mismatch = ((absdiff > tol.atol) | np.isnan(absdiff)) & ((reldiff > tol.rtol) | np.isnan(reldiff))
     count = int(mismatch.sum())
     agreement = None
     if reference.ndim == 2 and reference.shape[1] > 1 and reference.dtype.kind == "f":
         agreement = float(np.mean(np.argmax(engine, axis=1) == np.argmax(reference, axis=1)))
+    engine_nan, engine_inf = _nonfinite(engine)
+    reference_nan, reference_inf = _nonfinite(reference)
     return OutputComparison(
         name,
         shape,
-        _finite_or_none(np.nanmax(absdiff)) if not np.all(np.isnan(absdiff)) else None,
-        _finite_or_none(np.nanmax(reldiff)) if not np.all(np.isnan(reldiff)) else None,
+        _finite_max(absdiff),
+        _finite_max(reldiff),
         count,
         int(reference.size),
         count == 0,
         agreement,
+        engine_nan=engine_nan,
+        engine_inf=engine_inf,
+        reference_nan=reference_nan,
+        reference_inf=reference_inf,
     )
 
 

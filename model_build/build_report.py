@@ -6,14 +6,17 @@ what the key names, and a report holds timings that differ from run to run. Uplo
 rules (If-None-Match, SHA-256 checked): a report under a key is never replaced; a second build of the same key
 (the same bytes) keeps the first report. `python -m model_build report` prints it.
 
-Schema (REPORT_SCHEMA_VERSION 1; a reader refuses other versions):
+Schema (REPORT_SCHEMA_VERSION 1; a reader refuses other versions; model_build.report_schema validates it on read
+and before publishing; printed strings lose their control characters):
     {"schema_version": 1, "model": str, "artifact_key": str | null, "created_at": ISO-8601,
      "host": {"gpu": str ("none (CPU)" without nvidia-smi), "driver": str | null, "tensorrt": str | null,
               "triton": str | null, "trtexec_argv": [str] | null, "engine": "tensorrt" | "onnx stand-in (CPU)"},
-     "accuracy": {"passed": bool, "atol": float, "rtol": float, "tolerance_source": str, "semantics": str,
+     "accuracy": {"checked": bool (false: tensorrt.accuracy.check false), "passed": bool | null,
+                  "atol": float, "rtol": float, "tolerance_source": str, "semantics": str,
                   "inputs": {name: {"shape": [int], "dtype": str}}, "input_source": "samples" | "generated",
                   "outputs": [{"name", "shape", "max_abs_error", "max_rel_error", "mismatches", "elements",
-                               "passed", "argmax_agreement", "problem"}]},
+                               "passed", "argmax_agreement", "problem", "exact", "engine_nan",
+                               "engine_inf", "reference_nan", "reference_inf"}]},
      "speed": [{"concurrency": int, "batch_size": int, "seconds": float, "requests": int, "errors": int,
                 "requests_per_second": float, "inferences_per_second": float,
                 "latency_ms": {"p50", "p90", "p95", "p99", "max", "mean"}}],
@@ -23,12 +26,15 @@ Schema (REPORT_SCHEMA_VERSION 1; a reader refuses other versions):
 from __future__ import annotations
 
 import json
+import os
 import posixpath
+import re
 from pathlib import Path
 from typing import Any
 
 from model_build.atomic import write_atomically
 from model_build.errors import ModelBuildError
+from model_build.report_schema import check_artifact_key, validate_report
 
 REPORT_SCHEMA_VERSION = 1
 REPORT_NAME = "report.json"
@@ -46,8 +52,9 @@ def write_report(path: Path, report: dict[str, Any]) -> Path:
     """Write `report` to `path` once: an existing file is refused (a report is never overwritten)."""
     if report.get("schema_version") != REPORT_SCHEMA_VERSION:
         raise ModelBuildError(f"report schema_version must be {REPORT_SCHEMA_VERSION}")
-    if path.exists():
+    if os.path.lexists(path):  # a dangling link too: it is not followed and not replaced
         raise ModelBuildError(f"{path} already exists; a build report is written once (remove it to measure again)")
+    validate_report(report, f"{path} (to write)")
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, (json.dumps(report, indent=2, sort_keys=True) + "\n").encode())
     return path
@@ -60,13 +67,15 @@ def parse_report(data: bytes, where: str) -> dict[str, Any]:
         report = json.loads(data)
     except (ValueError, UnicodeDecodeError) as error:
         raise ModelBuildError(f"{where}: not JSON ({error})") from None
+    except RecursionError:
+        raise ModelBuildError(f"{where}: not a build report (JSON nested too deeply)") from None
     if not isinstance(report, dict) or report.get("schema_version") != REPORT_SCHEMA_VERSION:
         version = report.get("schema_version") if isinstance(report, dict) else None
         raise ModelBuildError(
-            f"{where}: schema_version {version!r}; this model_build reads build reports of version "
-            f"{REPORT_SCHEMA_VERSION}"
+            f"{where}: schema_version {printable(repr(version))[:100]}; this model_build reads build reports of "
+            f"version {REPORT_SCHEMA_VERSION}"
         )
-    return report
+    return validate_report(report, where)
 
 
 def read_local_report(path: Path) -> dict[str, Any]:
@@ -108,7 +117,12 @@ def publish_report(path: Path, bucket: str, artifact_key: str, *, client: Any) -
     timings differ) is kept. Returns what happened, for the log."""
     from model_build.upload import ConflictingObjectError, upload_file
 
-    read_local_report(path)  # only a report of this schema goes up
+    report = read_local_report(path)  # only a report of this schema goes up
+    check_artifact_key(artifact_key, report["model"])
+    if report["artifact_key"] != artifact_key:
+        raise ModelBuildError(
+            f"{path}: the report is of artifact {printable(str(report['artifact_key']))[:200]!r}, not {artifact_key!r}"
+        )
     key = report_key(artifact_key)
     try:
         result = upload_file(path, bucket, key, client=client)
@@ -137,15 +151,26 @@ def format_report(report: dict[str, Any]) -> str:
     if host.get("trtexec_argv"):
         lines.append("  trtexec " + " ".join(host["trtexec_argv"][1:]))
     accuracy = report.get("accuracy") or {}
-    verdict = "PASSED" if accuracy.get("passed") else "FAILED"
-    lines.append(
-        f"accuracy {verdict}: atol {accuracy.get('atol')}, rtol {accuracy.get('rtol')} "
-        f"({accuracy.get('tolerance_source')}); inputs {accuracy.get('input_source')}"
-    )
+    if accuracy.get("checked", True):
+        verdict = "PASSED" if accuracy.get("passed") else "FAILED"
+        lines.append(
+            f"accuracy {verdict}: atol {accuracy.get('atol')}, rtol {accuracy.get('rtol')} "
+            f"({accuracy.get('tolerance_source')}); inputs {accuracy.get('input_source')}"
+        )
+    else:
+        lines.append(f"accuracy NOT CHECKED ({accuracy.get('skipped_because')}); inputs {accuracy.get('input_source')}")
     for output in accuracy.get("outputs") or []:
         agreement = output.get("argmax_agreement")
         extra = f", arg-max agreement {agreement:.1%}" if agreement is not None else ""
         problem = f" ({output['problem']})" if output.get("problem") else ""
+        nonfinite = sum(output.get(k) or 0 for k in ("engine_nan", "engine_inf", "reference_nan", "reference_inf"))
+        if nonfinite:
+            problem += (
+                f" (NaN/inf: engine {output.get('engine_nan')}/{output.get('engine_inf')}, ONNX Runtime "
+                f"{output.get('reference_nan')}/{output.get('reference_inf')})"
+            )
+        if output.get("exact"):
+            problem += " (compared exactly)"
         lines.append(
             f"  {output.get('name')} {output.get('shape')}: max abs {_number(output.get('max_abs_error'), 4)}, "
             f"max rel {_number(output.get('max_rel_error'), 4)}, {output.get('mismatches')} of "
@@ -164,5 +189,19 @@ def format_report(report: dict[str, Any]) -> str:
     tuning = report.get("tuning")
     if tuning:
         lines.append(f"tuning (p99 <= {tuning.get('slo_p99_ms')} ms):")
+        for candidate in tuning.get("candidates") or []:
+            if candidate.get("failed"):
+                lines.append(
+                    f"  # {candidate.get('instance_count')} instances, delay "
+                    f"{candidate.get('max_queue_delay_microseconds')} us: failed to load: {candidate['failed']}"
+                )
         lines.extend("  " + line for line in str(tuning.get("config_lines") or "").splitlines())
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)
+
+
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` without control characters (a report's strings must not drive the terminal: escapes, \\r)."""
+    return CONTROL.sub("?", text)

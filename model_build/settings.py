@@ -7,6 +7,7 @@ so it also imports inside the CodeBuild image.
 
 from __future__ import annotations
 
+import math
 import posixpath
 import re
 from collections import Counter
@@ -178,6 +179,36 @@ class AccuracySettings(StrictModel):
         le=MAX_TOLERANCE,
         description="Relative tolerance (of the ONNX Runtime value), 0-1e6. Default: the precision's (as atol).",
     )
+    check: bool = Field(
+        default=True,
+        description="false: the build skips the comparison (report.json says so) and still measures speed; for a "
+        "model whose outputs ONNX Runtime cannot reproduce (docs/build.md, \"Build report\").",
+    )
+    samples: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1200,
+        pattern=r"\.npz$",
+        description="The inputs to compare with: an .npz file holding every input by name (as `invoke --input`), a "
+        "path in the project (shipped with the build as an asset) or s3:// URI. Default: generated.",
+    )
+    input_ranges: dict[
+        Annotated[str, Field(min_length=1, max_length=256)], Annotated[list[float], Field(min_length=2, max_length=2)]
+    ] = Field(
+        default_factory=dict,
+        max_length=64,
+        description="[low, high] of each generated input's values: integers in [low, high], floats in [low, high). "
+        "Default: integers 0 or 1, floats [0, 1).",
+    )
+
+    @model_validator(mode="after")
+    def _ranges_ordered(self) -> AccuracySettings:
+        for name, (low, high) in self.input_ranges.items():
+            if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+                raise ValueError(f"input_ranges.{name}: [low, high] with finite low <= high, not [{low}, {high}]")
+        if self.samples is not None and self.input_ranges:
+            raise ValueError("input_ranges apply to generated inputs; with samples the file gives every value")
+        return self
 
 
 class TensorRTSettings(StrictModel):

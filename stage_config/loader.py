@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from model_build.app_config import MAX_PROBLEMS, format_validation_error
 from model_build.config_yaml import ConfigDocument, ConfigFileError, clip, read_config_document
 from model_build.preflight import ensemble_preflight_problems, preflight_problems
+from model_build.report_budget import budget_problem
 from stage_config.app import STAGE_PATTERN, AppConfig, cross_field_problems
 from stage_config.build_concurrency import concurrency_problems
 from stage_config.source_paths import source_path_problems
@@ -59,6 +60,8 @@ def load_config(path: Path, *, source_roots: tuple[Path, ...] = (PROJECT_ROOT,))
         problems = build_preflight_problems(config, source_roots[0])
     if not problems:
         problems = concurrency_problems(config)
+    if not problems:
+        problems = report_budget_problems(config)
     if problems:
         raise ConfigError(format_problems(shown, problems, document))
     return config
@@ -102,6 +105,19 @@ def build_preflight_problems(config: AppConfig, base_dir: Path) -> list[tuple[st
                 )
             served = f" (model {name!r} served by endpoints[{e}] on {endpoint.instance_type})"
             problems += [(f"models[{index[name]}].{field}", message + served) for field, message in found]
+    return problems
+
+
+def report_budget_problems(config: AppConfig) -> list[tuple[str, str]]:
+    """A TensorRT model whose build report (check + tuning) cannot fit build.timeout_minutes
+    (model_build.report_budget). A promoting stage builds nothing."""
+    if config.promote_from is not None:
+        return []
+    problems = []
+    for index, model in enumerate(config.models):
+        message = budget_problem(model, config.build.timeout_minutes)
+        if message is not None:
+            problems.append((f"models[{index}].tune" if model.tune is not None else "build.timeout_minutes", message))
     return problems
 
 

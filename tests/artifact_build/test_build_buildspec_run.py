@@ -63,8 +63,9 @@ if os.environ.get("FAKE_CHECK") == "fail":
     sys.exit(1)
 value = lambda name: args[args.index(name) + 1]
 report = {"schema_version": 1, "model": value("--model"), "artifact_key": value("--artifact-key"),
-          "created_at": "2026-11-27T08:00:00+00:00", "host": {}, "accuracy": {"passed": True}, "speed": [],
-          "tuning": None}
+          "created_at": "2026-11-27T08:00:00+00:00", "host": {"gpu": "none (CPU)", "engine": "tensorrt"},
+          "accuracy": {"passed": True, "input_source": "generated", "inputs": {}, "outputs": []}, "speed": [],
+          "tuning": None}  # schema 1 (model_build.report_schema): `report --publish` validates it
 Path(value("--out")).write_text(json.dumps(report))
 """
 
@@ -488,7 +489,8 @@ def test_the_real_check_runs_from_the_secondary_source_and_stops_the_build(run_b
         TRITONSERVER="/nonexistent/tritonserver",
     )
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "ERROR: no tritonserver at /nonexistent/tritonserver" in result.stderr
+    # Refused before any measurement (endpoint_client.build_check_cli.check_files).
+    assert "ERROR: --tritonserver /nonexistent/tritonserver: not an executable file" in result.stderr
     assert keys(s3, run_buildspec.bucket) == []
 
 

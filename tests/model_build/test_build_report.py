@@ -245,9 +245,9 @@ def test_publishing_never_replaces_a_report(tmp_path: Path, moto_server_url: str
         "s3", endpoint_url=moto_server_url, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
     )
     client.create_bucket(Bucket="reports")
-    artifact = "models/resnet50/abc/model.tar.gz"
-    first, second = write_report(tmp_path / "a.json", _report()), tmp_path / "b.json"
-    write_report(second, {**_report(), "created_at": "later"})
+    artifact = f"models/resnet50/{'ab' * 32}/model.tar.gz"
+    first, second = write_report(tmp_path / "a.json", {**_report(), "artifact_key": artifact}), tmp_path / "b.json"
+    write_report(second, {**_report(), "artifact_key": artifact, "created_at": "later"})
     assert "uploaded" in publish_report(first, "reports", artifact, client=client)
     assert "kept" in publish_report(second, "reports", artifact, client=client)
     stored = client.get_object(Bucket="reports", Key=report_key(artifact))["Body"].read()
