@@ -17,6 +17,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from stage_config import AppConfig
+from stage_config import endpoint_props as props
 from stage_config.async_paths import async_prefixes
 from stage_config.endpoint import EndpointSettings
 from triton_cdk.nag import acknowledge
@@ -24,7 +25,6 @@ from triton_cdk.notifications import NotificationTopic
 from triton_cdk.serving.async_inference import (
     AsyncAlarmThresholds,
     AsyncInference,
-    AsyncScalingSettings,
     TritonAsyncMonitoring,
     TritonAsyncScaling,
 )
@@ -147,13 +147,7 @@ def serve_async(
             "AsyncScaling",
             endpoint=endpoint,
             variant=settings.variant_name,
-            settings=AsyncScalingSettings(
-                min_capacity=s.min_capacity,
-                max_capacity=s.max_capacity,
-                backlog_per_instance=s.backlog_per_instance,
-                scale_in_cooldown_seconds=s.scale_in_cooldown_seconds,
-                scale_out_cooldown_seconds=s.scale_out_cooldown_seconds,
-            ),
+            settings=props.ASYNC_SCALING.build(s),
         )
     async_monitoring = TritonAsyncMonitoring(
         scope,

@@ -19,6 +19,7 @@ from stacks.async_endpoint import async_inference, scales_on_backlog, serve_asyn
 from stacks.container_environment import container_environment
 from stacks.endpoint_shadow import shadow_comparison, shadow_variant
 from stage_config import AppConfig, ConfigError
+from stage_config import endpoint_props as props
 from stage_config.endpoint import (
     ComponentSettings,
     EndpointSettings,
@@ -31,7 +32,6 @@ from triton_cdk.images import TritonImageLookup
 from triton_cdk.nag import acknowledge
 from triton_cdk.notifications import NotificationTopic
 from triton_cdk.serving import (
-    DataCapture,
     DeploymentPolicy,
     ProductionVariant,
     TrafficRouting,
@@ -43,9 +43,8 @@ from triton_cdk.serving import (
 )
 from triton_cdk.serving.autoscaling import ScalingSettings, ScheduledCapacity
 from triton_cdk.serving.component_monitoring import TritonComponentMonitoring
-from triton_cdk.serving.component_scaling import CopyScalingSettings, TritonComponentScaling
+from triton_cdk.serving.component_scaling import TritonComponentScaling
 from triton_cdk.serving.component_sizing import update_headroom_problem
-from triton_cdk.serving.endpoint import MetricsPublishing
 from triton_cdk.serving.inference_components import (
     ComponentRollingUpdate,
     ComponentVariant,
@@ -119,13 +118,8 @@ def production_variants(settings: EndpointSettings, triton_release: str) -> list
         **timeouts,
     )
     extra = [
-        ProductionVariant(
-            name=v.name,
-            instance_type=v.instance_type,
-            initial_instance_count=v.initial_instance_count,
-            initial_weight=v.initial_weight,
-            inference_ami_version=inference_ami(settings, v.instance_type, triton_release),
-            **timeouts,
+        props.VARIANT.build(
+            v, inference_ami_version=inference_ami(settings, v.instance_type, triton_release), **timeouts
         )
         for v in settings.extra_variants
     ]
@@ -133,36 +127,15 @@ def production_variants(settings: EndpointSettings, triton_release: str) -> list
 
 
 def alarm_thresholds(settings: EndpointSettings) -> AlarmThresholds:
-    a = settings.alarms
-    return AlarmThresholds(
-        latency_p99_ms=a.latency_p99_ms,
-        errors_5xx=a.errors_5xx,
-        errors_4xx_rate_percent=a.errors_4xx_rate_percent,
-        gpu_memory_percent=a.gpu_memory_percent,
-        cpu_percent=a.cpu_percent,
-        memory_percent=a.memory_percent,
-        disk_percent=a.disk_percent,
-        model_loading_wait_ms=a.model_loading_wait_ms,
-        model_cache_hit_min_percent=a.model_cache_hit_min_percent,
-        period_seconds=a.period_seconds,
-        evaluation_periods=a.evaluation_periods,
-        datapoints_to_alarm=a.datapoints_to_alarm,
-    )
+    return props.ALARMS.build(settings.alarms)
 
 
 def scaling_settings(settings: EndpointSettings, instance: InstanceType) -> ScalingSettings:
     s = settings.autoscaling
     assert s is not None
-    return ScalingSettings(
-        min_capacity=s.min_capacity,
-        max_capacity=s.max_capacity,
+    return props.AUTOSCALING.build(
+        s,
         gpu_count=instance.gpu_count,
-        invocations_per_instance=s.invocations_per_instance,
-        concurrent_requests_per_model=s.concurrent_requests_per_model,
-        gpu_utilization_percent=s.gpu_utilization_percent,
-        scale_in_cooldown_seconds=s.scale_in_cooldown_seconds,
-        scale_out_cooldown_seconds=s.scale_out_cooldown_seconds,
-        disable_scale_in=s.disable_scale_in,
         scheduled=[
             ScheduledCapacity(a.name, a.schedule, a.min_capacity, a.max_capacity, a.time_zone) for a in s.scheduled
         ],
@@ -207,13 +180,11 @@ class EndpointStack(cdk.Stack):
             return
         data_capture = None
         if settings.data_capture.enabled:
-            data_capture = DataCapture(
+            data_capture = props.DATA_CAPTURE.build(
+                settings.data_capture,
                 bucket=shared.bucket,
                 prefix=f"{DATA_CAPTURE_PREFIX}{endpoint_name}/",
                 key=shared.key,
-                sampling_percent=settings.data_capture.sampling_percent,
-                capture_request=settings.data_capture.capture_request,
-                capture_response=settings.data_capture.capture_response,
             )
 
         self.model = TritonModel(
@@ -241,15 +212,7 @@ class EndpointStack(cdk.Stack):
             variants=variants,
             deployment=deployment_policy(settings),
             data_capture=data_capture,
-            metrics=(
-                MetricsPublishing(
-                    settings.metrics.enhanced,
-                    settings.metrics.publish_frequency_seconds,
-                    settings.metrics.detailed_observability,
-                )
-                if settings.metrics
-                else None
-            ),
+            metrics=props.METRICS.build(settings.metrics) if settings.metrics else None,
             shadow=self.shadow,
             async_output=self.async_inference.output if self.async_inference else None,
         )
@@ -379,18 +342,14 @@ class EndpointStack(cdk.Stack):
                 or settings.container_startup_health_check_timeout_seconds,
             )
             if ic.copy_scaling:
-                s = ic.copy_scaling
                 TritonComponentScaling(
                     scope,
                     "Scaling",
                     component=self.components[name],
-                    settings=CopyScalingSettings(
+                    settings=props.COPY_SCALING.build(
+                        ic.copy_scaling,
                         min_copies=0 if ic.scales_to_zero else c.copy_count,
                         max_copies=c.max_copies or c.copy_count * ic.max_instances,
-                        invocations_per_copy=s.invocations_per_copy,
-                        concurrent_requests_per_copy=s.concurrent_requests_per_copy,
-                        scale_in_cooldown_seconds=s.scale_in_cooldown_seconds,
-                        scale_out_cooldown_seconds=s.scale_out_cooldown_seconds,
                     ),
                 )
 

@@ -49,7 +49,7 @@ from stage_config.schedule import schedule_problem
 from stage_config.shadow import ShadowSettings, shadow_problems
 from triton_cdk.serving import component_sizing
 from triton_cdk.serving.autoscaling import ScalingSettings
-from triton_cdk.serving.component_scaling import CopyScalingSettings as ComponentCopyScaling
+from triton_cdk.serving.component_scaling import CopyScaling
 from triton_cdk.serving.deployment import DEFAULT_BAKE_SECONDS, DEFAULT_MAXIMUM_EXECUTION_TIMEOUT_SECONDS
 from triton_cdk.serving.endpoint import DEFAULT_VARIANT_NAME, DataCapture, MetricsPublishing, ProductionVariant
 from triton_cdk.serving.inference_components import ComponentVariant, TritonInferenceComponent
@@ -578,13 +578,13 @@ class CopyScalingSettings(StrictModel):
         "(requests in flight per copy, emitted every 10 s: faster scale-out). Default: not tracked.",
     )
     scale_in_cooldown_seconds: int = Field(
-        default=construct_default(ComponentCopyScaling, "scale_in_cooldown_seconds"),
+        default=construct_default(CopyScaling, "scale_in_cooldown_seconds"),
         ge=0,
         le=86400,
         description="Seconds after a scale-in before the policy scales in again (0-86400).",
     )
     scale_out_cooldown_seconds: int = Field(
-        default=construct_default(ComponentCopyScaling, "scale_out_cooldown_seconds"),
+        default=construct_default(CopyScaling, "scale_out_cooldown_seconds"),
         ge=0,
         le=86400,
         description="Seconds after a scale-out before the policy scales out again (0-86400).",

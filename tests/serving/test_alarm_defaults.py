@@ -49,7 +49,7 @@ PAIRS: list[tuple[type[BaseModel], type | Callable[..., Any], dict[str, str]]] =
     (AlarmSettings, AlarmThresholds, {}),
     (AutoscalingSettings, ScalingSettings, {}),
     (ScheduledScaling, ScheduledCapacity, {}),
-    (CopyScalingSettings, component_scaling.CopyScalingSettings, {}),
+    (CopyScalingSettings, component_scaling.CopyScaling, {}),
     (DataCaptureSettings, DataCapture, {}),
     (DeploymentSettings, ComponentRollingUpdate, {}),
     (DeploymentSettings, DeploymentPolicy.blue_green, {}),

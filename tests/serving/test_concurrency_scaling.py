@@ -26,7 +26,7 @@ from triton_cdk.serving import (
     component_sizing,
 )
 from triton_cdk.serving.autoscaling import ScalingSettings
-from triton_cdk.serving.component_scaling import CopyScalingSettings, TritonComponentScaling
+from triton_cdk.serving.component_scaling import CopyScaling, TritonComponentScaling
 from triton_cdk.serving.inference_components import ComponentVariant, TritonComponentEndpoint, TritonInferenceComponent
 
 PER_MODEL = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
@@ -142,7 +142,7 @@ def test_copies_track_concurrent_requests_per_copy():
         stack,
         "Scaling",
         component=component,
-        settings=CopyScalingSettings(min_copies=1, max_copies=1, concurrent_requests_per_copy=4),
+        settings=CopyScaling(min_copies=1, max_copies=1, concurrent_requests_per_copy=4),
     )
     policies = _policies(Template.from_stack(stack))
     assert set(policies) == {"ConcurrentRequestsPerCopy"}
@@ -157,7 +157,7 @@ def test_copies_track_both_invocations_and_concurrency():
         stack,
         "Scaling",
         component=component,
-        settings=CopyScalingSettings(1, 1, invocations_per_copy=300, concurrent_requests_per_copy=4),
+        settings=CopyScaling(1, 1, invocations_per_copy=300, concurrent_requests_per_copy=4),
     )
     assert set(_policies(Template.from_stack(stack))) == {"InvocationsPerCopy", "ConcurrentRequestsPerCopy"}
 
@@ -165,8 +165,8 @@ def test_copies_track_both_invocations_and_concurrency():
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        (CopyScalingSettings(1, 3), "set invocations_per_copy and/or concurrent_requests_per_copy"),
-        (CopyScalingSettings(1, 3, concurrent_requests_per_copy=0), "concurrent_requests_per_copy must be above 0"),
+        (CopyScaling(1, 3), "set invocations_per_copy and/or concurrent_requests_per_copy"),
+        (CopyScaling(1, 3, concurrent_requests_per_copy=0), "concurrent_requests_per_copy must be above 0"),
     ],
 )
 def test_copy_scaling_refuses_no_target_or_a_target_not_above_zero(settings, message):

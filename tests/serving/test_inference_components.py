@@ -30,7 +30,7 @@ from model_build.catalogue import instance_type
 from stacks.artifact_plan import endpoint_artifacts
 from stage_config import ConfigError, load_config, load_stage
 from triton_cdk.serving import TritonEndpoint, TritonModel, TritonModelData, component_sizing
-from triton_cdk.serving.component_scaling import CopyScalingSettings, TritonComponentScaling
+from triton_cdk.serving.component_scaling import CopyScaling, TritonComponentScaling
 from triton_cdk.serving.inference_components import (
     ComponentVariant,
     TritonComponentEndpoint,
@@ -353,7 +353,7 @@ def test_scaling_refuses_copies_above_zero_on_a_scale_to_zero_endpoint():
     stack, role, bucket = _app_scope()
     component = _component(stack, role, bucket)
     with pytest.raises(ValueError, match="min_copies 0 on every component"):
-        TritonComponentScaling(stack, "S", component=component, settings=CopyScalingSettings(1, 2, 10))
+        TritonComponentScaling(stack, "S", component=component, settings=CopyScaling(1, 2, 10))
 
 
 def _document(**endpoint) -> dict:

@@ -6,7 +6,7 @@ config/<stage>.yaml; stacks/endpoint_stack.py maps the configuration onto them.
 
 from triton_cdk.serving.autoscaling import TritonEndpointScaling
 from triton_cdk.serving.component_monitoring import TritonComponentMonitoring
-from triton_cdk.serving.component_scaling import TritonComponentScaling
+from triton_cdk.serving.component_scaling import CopyScaling, TritonComponentScaling
 from triton_cdk.serving.deployment import DeploymentPolicy, TrafficRouting
 from triton_cdk.serving.endpoint import DataCapture, ProductionVariant, TritonEndpoint
 from triton_cdk.serving.inference_components import TritonComponentEndpoint, TritonInferenceComponent
@@ -17,6 +17,7 @@ from triton_cdk.serving.triton_model import TritonModel
 
 __all__ = [
     "AlarmThresholds",
+    "CopyScaling",
     "DataCapture",
     "DeploymentPolicy",
     "ProductionVariant",

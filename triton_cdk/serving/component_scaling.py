@@ -35,8 +35,10 @@ WAKE_COOLDOWN = cdk.Duration.seconds(60)
 
 
 @dataclass(frozen=True)
-class CopyScalingSettings:
-    """min_copies 0 only on an endpoint that scales to zero instances."""
+class CopyScaling:
+    """Props of TritonComponentScaling: the copy bounds and the target(s) to track.
+
+    min_copies 0 only on an endpoint that scales to zero instances."""
 
     min_copies: int
     max_copies: int
@@ -66,7 +68,7 @@ class TritonComponentScaling(Construct):
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, component: TritonInferenceComponent, settings: CopyScalingSettings
+        self, scope: Construct, construct_id: str, *, component: TritonInferenceComponent, settings: CopyScaling
     ) -> None:
         super().__init__(scope, construct_id)
         problems = settings.problems()
