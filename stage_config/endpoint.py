@@ -56,9 +56,10 @@ from triton_cdk.serving.inference_components import ComponentVariant, TritonInfe
 from triton_cdk.serving.monitoring import AlarmThresholds
 from triton_cdk.serving.triton_model import TritonModel
 
-# SageMaker EndpointName and ProductionVariant VariantName: botocore's patterns and lengths (api_limits).
-ENDPOINT_NAME_PATTERN = f"^(?:{ENDPOINT_NAME.pattern})$"
-VARIANT_NAME_PATTERN = f"^(?:{VARIANT_NAME.pattern})$"
+# SageMaker EndpointName and ProductionVariant VariantName: botocore's patterns and lengths, defined once in the
+# construct library (triton_cdk/api_limits.py).
+ENDPOINT_NAME_PATTERN = ENDPOINT_NAME.anchored
+VARIANT_NAME_PATTERN = VARIANT_NAME.anchored
 # Instance counts: SageMaker documents no maximum (ProductionVariant InitialInstanceCount, Application
 # Auto Scaling MaxCapacity: "service quotas may impose lower limits"); per-type instance quotas are
 # soft. 1000 leaves room for raised quotas and refuses typos such as 1e66.

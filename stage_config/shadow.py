@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from stage_config.app import AppConfig
     from stage_config.endpoint import EndpointSettings
 
-VARIANT_NAME_PATTERN = f"^(?:{VARIANT_NAME.pattern})$"
+VARIANT_NAME_PATTERN = VARIANT_NAME.anchored
 # Instance counts: as the endpoint's (stage_config/endpoint.py MAX_INSTANCE_COUNT).
 MAX_INSTANCE_COUNT = 1000
 # "Shadow tests" > "Exclusions": "Endpoints that use Inf1 (Inferentia-based) instances".

@@ -7,7 +7,6 @@ microseconds), instance utilisation in `/aws/sagemaker/Endpoints` (CPU, GPU and 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -24,6 +23,14 @@ from constructs import Construct, IValidation
 
 from model_build.catalogue import INSTANCE_TYPES
 from model_build.drivers import AMI_NAMES
+from triton_cdk.api_limits import (
+    ENDPOINT_NAME,
+    MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS,
+    SAMPLING_PERCENT,
+    STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS,
+    VARIANT_NAME,
+    VOLUME_SIZE_GB,
+)
 from triton_cdk.errors import InvalidPropsError
 from triton_cdk.serving.deployment import DeploymentPolicy, TrafficRouting
 from triton_cdk.serving.metrics import INVOCATION_NAMESPACE, SageMakerInvocationMetrics, sagemaker_metric
@@ -38,10 +45,6 @@ INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"
 # requests get one response; neither the client nor the pipeline's smoke test streams one
 # (InvokeEndpointWithResponseStream), so no grant gives that.
 INVOKE_ACTIONS = ("sagemaker:InvokeEndpoint",)
-NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
-# ProductionVariant ranges (SageMaker API reference).
-VOLUME_GB = (1, 512)
-TIMEOUT_SECONDS = (60, 3600)
 # The variant name SageMaker's own tools give a single-variant endpoint; the default where a name is optional.
 DEFAULT_VARIANT_NAME = "AllTraffic"
 
@@ -66,19 +69,25 @@ class ProductionVariant:
     def problems(self) -> list[str]:
         found = []
         prefix = f"variant '{self.name}': "
-        if not NAME_PATTERN.match(self.name) or len(self.name) > 63:
-            found.append(f"{prefix}name must match {NAME_PATTERN.pattern} and have at most 63 characters")
+        name_problem = VARIANT_NAME.name_problem("name", self.name)
+        if name_problem:
+            found.append(prefix + name_problem)
         if self.initial_instance_count < 1:
             found.append(f"{prefix}initial_instance_count must be at least 1, got {self.initial_instance_count}")
         if self.initial_weight < 0:
             found.append(f"{prefix}initial_weight must be >= 0, got {self.initial_weight}")
         for field, value, (low, high), unit in (
-            ("volume_size_gb", self.volume_size_gb, VOLUME_GB, "GB"),
-            ("model_data_download_timeout_seconds", self.model_data_download_timeout_seconds, TIMEOUT_SECONDS, "s"),
+            ("volume_size_gb", self.volume_size_gb, VOLUME_SIZE_GB, "GB"),
+            (
+                "model_data_download_timeout_seconds",
+                self.model_data_download_timeout_seconds,
+                MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS,
+                "s",
+            ),
             (
                 "container_startup_health_check_timeout_seconds",
                 self.container_startup_health_check_timeout_seconds,
-                TIMEOUT_SECONDS,
+                STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS,
                 "s",
             ),
         ):
@@ -148,8 +157,9 @@ class DataCapture:
 
     def problems(self) -> list[str]:
         found = []
-        if not 0 <= self.sampling_percent <= 100:
-            found.append(f"data capture sampling_percent must be between 0 and 100, got {self.sampling_percent}")
+        low, high = SAMPLING_PERCENT
+        if not low <= self.sampling_percent <= high:
+            found.append(f"data capture sampling_percent must be between {low} and {high}, got {self.sampling_percent}")
         if not (self.capture_request or self.capture_response):
             found.append("data capture needs capture_request and/or capture_response")
         if not self.prefix.endswith("/") or self.prefix.startswith("/"):
@@ -455,8 +465,9 @@ class TritonEndpoint(_EndpointBase):
     def _check(self) -> None:
         problems = []
         name = self.endpoint_name
-        if not cdk.Token.is_unresolved(name) and (not NAME_PATTERN.match(name) or len(name) > 63):
-            problems.append(f"endpoint_name {name!r} must match {NAME_PATTERN.pattern} and have at most 63 characters")
+        name_problem = None if cdk.Token.is_unresolved(name) else ENDPOINT_NAME.name_problem("endpoint_name", name)
+        if name_problem:
+            problems.append(name_problem)
         if not self.variants:
             problems.append("at least one production variant is required")
         duplicates = sorted({n for n in self.variant_names if self.variant_names.count(n) > 1})

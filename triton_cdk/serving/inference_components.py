@@ -19,7 +19,6 @@ zero instances"; ../shared/README.md "Inference components"):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import aws_cdk as cdk
@@ -30,13 +29,13 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IValidation
 
 from model_build.catalogue import INSTANCE_TYPES
+from triton_cdk.api_limits import ENDPOINT_NAME, INFERENCE_COMPONENT_NAME, VARIANT_NAME
 from triton_cdk.errors import InvalidPropsError
 from triton_cdk.serving.component_sizing import ComputeRequirements, fit_problems, update_headroom_problem
 from triton_cdk.serving.deployment import DEFAULT_BAKE_SECONDS, DEFAULT_MAXIMUM_EXECUTION_TIMEOUT_SECONDS
 from triton_cdk.serving.endpoint import (
     DEFAULT_VARIANT_NAME,
     INVOKE_ACTIONS,
-    NAME_PATTERN,
     _EndpointBase,
     seconds_to_alarm,
 )
@@ -45,7 +44,6 @@ from triton_cdk.serving.triton_model import TritonModel
 
 COMPONENT_NAMESPACE = "/aws/sagemaker/InferenceComponents"
 ROUTING_STRATEGIES = ("LEAST_OUTSTANDING_REQUESTS", "RANDOM")
-COMPONENT_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 WAIT_SECONDS = (0, 3600)
 EXECUTION_TIMEOUT_SECONDS = (600, 28800)
 STARTUP_SECONDS = (60, 3600)
@@ -69,8 +67,9 @@ class ComponentVariant:
 
     def problems(self) -> list[str]:
         found = []
-        if not NAME_PATTERN.match(self.name) or len(self.name) > 63:
-            found.append(f"variant name {self.name!r} must match {NAME_PATTERN.pattern} (at most 63 characters)")
+        name_problem = VARIANT_NAME.name_problem("variant name", self.name)
+        if name_problem:
+            found.append(name_problem)
         if self.min_instances < 0 or self.max_instances < 1 or self.min_instances > self.max_instances:
             found.append(f"instances must satisfy 0 <= min {self.min_instances} <= max {self.max_instances}, max >= 1")
         if not max(1, self.min_instances) <= self.initial_instance_count <= self.max_instances:
@@ -140,10 +139,10 @@ class TritonComponentEndpoint(_EndpointBase):
         self.variant_names = [variant.name]
         self.components: list[TritonInferenceComponent] = []
         problems = variant.problems()
-        if not cdk.Token.is_unresolved(endpoint_name) and (
-            not NAME_PATTERN.match(endpoint_name) or len(endpoint_name) > 63
-        ):
-            problems.append(f"endpoint_name {endpoint_name!r} must match {NAME_PATTERN.pattern} (at most 63 chars)")
+        if not cdk.Token.is_unresolved(endpoint_name):
+            name_problem = ENDPOINT_NAME.name_problem("endpoint_name", endpoint_name)
+            if name_problem:
+                problems.append(name_problem)
         if problems:
             raise InvalidPropsError(f"TritonComponentEndpoint {self.node.path}: " + "; ".join(problems))
 
@@ -402,8 +401,9 @@ class TritonInferenceComponent(_ComponentBase):
     def _check(self, timeouts: dict[str, int | None]) -> None:
         problems = list(self.rolling.problems())
         name = self.component_name
-        if not COMPONENT_NAME_PATTERN.match(name) or len(name) > 63:
-            problems.append(f"component_name {name!r} must match {COMPONENT_NAME_PATTERN.pattern} (at most 63 chars)")
+        name_problem = INFERENCE_COMPONENT_NAME.name_problem("component_name", name)
+        if name_problem:
+            problems.append(name_problem)
         if self.model.mode != "SingleModel":
             problems.append("a component runs a single-model TritonModel (SAGEMAKER_TRITON_DEFAULT_MODEL_NAME)")
         if self.copy_count < 0:

@@ -1,0 +1,73 @@
+"""Each SageMaker name pattern and limit lives once, in the construct library (triton_cdk/api_limits.py), read from
+botocore's service model; the config schema and the constructs use that one definition (issue #23 item 4).
+
+Source: botocore's sagemaker service model (shapes EndpointName, VariantName, InferenceComponentName,
+ProductionVariantVolumeSizeInGB, ProductionVariant*TimeoutInSeconds, SamplingPercentage), read here through
+botocore's own session, independently of triton_cdk/api_limits.py's loader.
+"""
+
+from __future__ import annotations
+
+import botocore.session
+import pytest
+
+from stage_config import api_limits as schema_limits
+from stage_config import endpoint as schema
+from stage_config import shadow as shadow_schema
+from triton_cdk import api_limits
+from triton_cdk.serving.endpoint import ProductionVariant
+from triton_cdk.serving.inference_components import ComponentVariant
+
+SAGEMAKER = botocore.session.get_session().get_service_model("sagemaker")
+
+
+@pytest.mark.parametrize(
+    ("limits", "shape"),
+    [
+        (api_limits.ENDPOINT_NAME, "EndpointName"),
+        (api_limits.VARIANT_NAME, "VariantName"),
+        (api_limits.INFERENCE_COMPONENT_NAME, "InferenceComponentName"),
+    ],
+)
+def test_name_patterns_are_botocores(limits, shape):
+    stated = SAGEMAKER.shape_for(shape).metadata
+    assert (limits.pattern, limits.maximum) == (stated["pattern"], stated["max"])
+
+
+@pytest.mark.parametrize(
+    ("bounds", "shape"),
+    [
+        (api_limits.VOLUME_SIZE_GB, "ProductionVariantVolumeSizeInGB"),
+        (api_limits.MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS, "ProductionVariantModelDataDownloadTimeoutInSeconds"),
+        (
+            api_limits.STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS,
+            "ProductionVariantContainerStartupHealthCheckTimeoutInSeconds",
+        ),
+        (api_limits.SAMPLING_PERCENT, "SamplingPercentage"),
+    ],
+)
+def test_numeric_limits_are_botocores(bounds, shape):
+    stated = SAGEMAKER.shape_for(shape).metadata
+    assert bounds == (stated["min"], stated["max"])
+
+
+def test_the_schema_uses_the_construct_librarys_definitions():
+    """One definition: the schema's names and limits are the very objects triton_cdk/api_limits.py defines."""
+    assert schema_limits.ENDPOINT_NAME is api_limits.ENDPOINT_NAME
+    assert schema_limits.INFERENCE_COMPONENT_NAME is api_limits.INFERENCE_COMPONENT_NAME
+    assert schema_limits.VOLUME_SIZE_GB is api_limits.VOLUME_SIZE_GB
+    anchored = "^(?:{})$".format(SAGEMAKER.shape_for("EndpointName").metadata["pattern"])
+    assert anchored == schema.ENDPOINT_NAME_PATTERN
+    assert schema.VARIANT_NAME_PATTERN == shadow_schema.VARIANT_NAME_PATTERN == api_limits.VARIANT_NAME.anchored
+
+
+@pytest.mark.parametrize(
+    ("name", "valid"),
+    [("a", True), ("a-b--c9", True), ("a" * 63, True), ("a" * 64, False), ("-a", False), ("a-", False),
+     ("a_b", False), ("a\n", False)],
+)  # fmt: skip
+def test_the_constructs_refuse_what_botocore_refuses(name, valid):
+    """ProductionVariant and ComponentVariant judge names by the same botocore shape (VariantName)."""
+    assert api_limits.VARIANT_NAME.name_problem("name", name) is None or not valid
+    assert any("must match" in p for p in ProductionVariant(name, "ml.g5.xlarge").problems()) is not valid
+    assert any("must match" in p for p in ComponentVariant("ml.g5.xlarge", name=name).problems()) is not valid
