@@ -16,16 +16,22 @@ from __future__ import annotations
 # The generic reading of botocore's shapes and the limits the constructs enforce live once, in the construct
 # library (triton_cdk/api_limits.py); re-exported here for the schema.
 from triton_cdk.api_limits import (
+    CANARY_PERCENT,
     ENDPOINT_NAME,
     INFERENCE_COMPONENT_NAME,
+    LINEAR_STEP_PERCENT,
     MAX_ENDPOINT_NAME_LENGTH,
     MAX_INFERENCE_COMPONENT_NAME_LENGTH,
     MAX_VARIANT_NAME_LENGTH,
+    MAXIMUM_EXECUTION_TIMEOUT_SECONDS,
     MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS,
+    ROLLING_BATCH_PERCENT,
     SAMPLING_PERCENT,
     STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS,
+    TERMINATION_WAIT_SECONDS,
     VARIANT_NAME,
     VOLUME_SIZE_GB,
+    WAIT_INTERVAL_SECONDS,
     ShapeLimits,
     limits,
     service_model,
@@ -35,16 +41,22 @@ from triton_cdk.api_limits import maximum as _maximum
 from triton_cdk.api_limits import minimum as _minimum
 
 __all__ = [
+    "CANARY_PERCENT",
     "ENDPOINT_NAME",
     "INFERENCE_COMPONENT_NAME",
+    "LINEAR_STEP_PERCENT",
+    "MAXIMUM_EXECUTION_TIMEOUT_SECONDS",
     "MAX_ENDPOINT_NAME_LENGTH",
     "MAX_INFERENCE_COMPONENT_NAME_LENGTH",
     "MAX_VARIANT_NAME_LENGTH",
     "MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS",
+    "ROLLING_BATCH_PERCENT",
     "SAMPLING_PERCENT",
     "STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS",
+    "TERMINATION_WAIT_SECONDS",
     "VARIANT_NAME",
     "VOLUME_SIZE_GB",
+    "WAIT_INTERVAL_SECONDS",
     "ShapeLimits",
     "limits",
     "service_model",
@@ -82,8 +94,6 @@ MAX_SCHEDULE_LENGTH = _maximum("application-autoscaling", "ResourceIdMaxLen1600"
 # InitialSamplingPercentage; CreateEndpoint DeploymentConfig: WaitIntervalInSeconds, TerminationWaitInSeconds,
 # AutoRollbackConfiguration.Alarms; CreateInferenceComponent: NumberOfCpuCoresRequired, Min/MaxMemoryRequiredInMb.
 MAX_PRODUCTION_VARIANTS = _maximum("sagemaker", "ProductionVariantList")
-WAIT_INTERVAL_SECONDS = limits("sagemaker", "WaitIntervalInSeconds")
-TERMINATION_WAIT_SECONDS = limits("sagemaker", "TerminationWaitInSeconds")
 MAX_ROLLBACK_ALARMS = _maximum("sagemaker", "AlarmList")
 MIN_CPU_CORES = _minimum("sagemaker", "NumberOfCpuCores")
 MIN_MEMORY_MB = int(_minimum("sagemaker", "MemoryInMb"))

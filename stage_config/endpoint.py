@@ -22,7 +22,9 @@ from model_build.catalogue import InstanceType, UnknownInstanceTypeError, instan
 from model_build.config_yaml import clip
 from model_build.settings import MODEL_NAME_PATTERN, StrictModel, repeated
 from stage_config.api_limits import (
+    CANARY_PERCENT,
     ENDPOINT_NAME,
+    LINEAR_STEP_PERCENT,
     MAX_ENDPOINT_NAME_LENGTH,
     MAX_PRODUCTION_VARIANTS,
     MAX_ROLLBACK_ALARMS,
@@ -31,9 +33,11 @@ from stage_config.api_limits import (
     MAX_SECURITY_GROUPS,
     MAX_SUBNETS,
     MAX_VARIANT_NAME_LENGTH,
+    MAXIMUM_EXECUTION_TIMEOUT_SECONDS,
     MIN_CPU_CORES,
     MIN_MEMORY_MB,
     MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS,
+    ROLLING_BATCH_PERCENT,
     SAMPLING_PERCENT,
     SECURITY_GROUP_ID,
     STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS,
@@ -332,16 +336,20 @@ class DeploymentSettings(StrictModel):
     traffic: Literal["all_at_once", "canary", "linear"] = Field(
         default="all_at_once", description="Blue/green traffic shifting: all_at_once, canary or linear."
     )
-    # CapacitySize.Value is a whole number; TrafficRoutingConfig: canary <= 50 %, linear 10-50 % of
-    # the variant's instance count (SageMaker API reference).
+    # CapacitySize.Value is a whole number; the ranges are the construct's (triton_cdk/api_limits.py).
     canary_percent: int = Field(
         default=10,
-        ge=1,
-        le=50,
-        description="Canary: share of the new fleet's capacity that takes traffic first, in percent (whole, 1-50).",
+        ge=CANARY_PERCENT[0],
+        le=CANARY_PERCENT[1],
+        description="Canary: share of the new fleet's capacity that takes traffic first, in percent (whole, "
+        f"{CANARY_PERCENT[0]}-{CANARY_PERCENT[1]}).",
     )
     linear_step_percent: int = Field(
-        default=20, ge=10, le=50, description="Linear: share of capacity shifted per step, in percent (whole, 10-50)."
+        default=20,
+        ge=LINEAR_STEP_PERCENT[0],
+        le=LINEAR_STEP_PERCENT[1],
+        description="Linear: share of capacity shifted per step, in percent (whole, "
+        f"{LINEAR_STEP_PERCENT[0]}-{LINEAR_STEP_PERCENT[1]}).",
     )
     # 900 s: the default rollback alarms (2 x 300 s periods, plus one for the last datapoint to arrive)
     # must be able to reach ALARM while the new fleet bakes (SageMaker deployment guardrails; see
@@ -363,16 +371,18 @@ class DeploymentSettings(StrictModel):
     )
     maximum_execution_timeout_seconds: int = Field(
         default=DEFAULT_MAXIMUM_EXECUTION_TIMEOUT_SECONDS,
-        ge=600,
-        le=14400,
-        description="Time limit of the whole deployment, in seconds (600-14400).",
+        ge=MAXIMUM_EXECUTION_TIMEOUT_SECONDS[0],
+        le=MAXIMUM_EXECUTION_TIMEOUT_SECONDS[1],
+        description="Time limit of the whole deployment, in seconds "
+        f"({MAXIMUM_EXECUTION_TIMEOUT_SECONDS[0]}-{MAXIMUM_EXECUTION_TIMEOUT_SECONDS[1]}).",
     )
-    # RollingUpdatePolicy.MaximumBatchSize: "between 5% to 50% of the variant's total instance count".
+    # RollingUpdatePolicy.MaximumBatchSize (triton_cdk/api_limits.py).
     rolling_batch_percent: int = Field(
         default=25,
-        ge=5,
-        le=50,
-        description="Rolling: capacity replaced per batch, in percent (whole, 5-50); refused on inference components.",
+        ge=ROLLING_BATCH_PERCENT[0],
+        le=ROLLING_BATCH_PERCENT[1],
+        description="Rolling: capacity replaced per batch, in percent (whole, "
+        f"{ROLLING_BATCH_PERCENT[0]}-{ROLLING_BATCH_PERCENT[1]}); refused on inference components.",
     )
     rollback_alarms: list[RollbackAlarm] = Field(
         default_factory=lambda: ["latency", "errors_5xx"],

@@ -102,3 +102,17 @@ STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS = limits(
     "sagemaker", "ProductionVariantContainerStartupHealthCheckTimeoutInSeconds"
 )
 SAMPLING_PERCENT = limits("sagemaker", "SamplingPercentage")
+
+# SageMaker CreateEndpoint DeploymentConfig (blue/green TrafficRoutingConfig and BlueGreenUpdatePolicy, rolling
+# RollingUpdatePolicy) and CreateInferenceComponent's InferenceComponentRollingUpdatePolicy: WaitIntervalInSeconds,
+# TerminationWaitInSeconds and MaximumExecutionTimeoutInSeconds (600-28800 in both policies; the API reference
+# BlueGreenUpdatePolicy states the same range).
+WAIT_INTERVAL_SECONDS = limits("sagemaker", "WaitIntervalInSeconds")
+TERMINATION_WAIT_SECONDS = limits("sagemaker", "TerminationWaitInSeconds")
+MAXIMUM_EXECUTION_TIMEOUT_SECONDS = limits("sagemaker", "MaximumExecutionTimeoutInSeconds")
+# Stated by the API reference only (botocore's CapacitySize.Value states min 1 and nothing per type):
+# TrafficRoutingConfig canary size at most 50 %, linear step 10-50 %; RollingUpdatePolicy.MaximumBatchSize
+# "between 5% to 50% of the variant's total instance count".
+CANARY_PERCENT = (1, 50)
+LINEAR_STEP_PERCENT = (10, 50)
+ROLLING_BATCH_PERCENT = (5, 50)

@@ -44,6 +44,9 @@ def test_name_patterns_are_botocores(limits, shape):
             "ProductionVariantContainerStartupHealthCheckTimeoutInSeconds",
         ),
         (api_limits.SAMPLING_PERCENT, "SamplingPercentage"),
+        (api_limits.WAIT_INTERVAL_SECONDS, "WaitIntervalInSeconds"),
+        (api_limits.TERMINATION_WAIT_SECONDS, "TerminationWaitInSeconds"),
+        (api_limits.MAXIMUM_EXECUTION_TIMEOUT_SECONDS, "MaximumExecutionTimeoutInSeconds"),
     ],
 )
 def test_numeric_limits_are_botocores(bounds, shape):
@@ -56,6 +59,8 @@ def test_the_schema_uses_the_construct_librarys_definitions():
     assert schema_limits.ENDPOINT_NAME is api_limits.ENDPOINT_NAME
     assert schema_limits.INFERENCE_COMPONENT_NAME is api_limits.INFERENCE_COMPONENT_NAME
     assert schema_limits.VOLUME_SIZE_GB is api_limits.VOLUME_SIZE_GB
+    for name in ("WAIT_INTERVAL_SECONDS", "TERMINATION_WAIT_SECONDS", "MAXIMUM_EXECUTION_TIMEOUT_SECONDS"):
+        assert getattr(schema_limits, name) is getattr(api_limits, name), name
     anchored = "^(?:{})$".format(SAGEMAKER.shape_for("EndpointName").metadata["pattern"])
     assert anchored == schema.ENDPOINT_NAME_PATTERN
     assert schema.VARIANT_NAME_PATTERN == shadow_schema.VARIANT_NAME_PATTERN == api_limits.VARIANT_NAME.anchored
@@ -71,3 +76,22 @@ def test_the_constructs_refuse_what_botocore_refuses(name, valid):
     assert api_limits.VARIANT_NAME.name_problem("name", name) is None or not valid
     assert any("must match" in p for p in ProductionVariant(name, "ml.g5.xlarge").problems()) is not valid
     assert any("must match" in p for p in ComponentVariant("ml.g5.xlarge", name=name).problems()) is not valid
+
+
+@pytest.mark.parametrize(
+    ("policy_member", "shape"),
+    [
+        (("BlueGreenUpdatePolicy", "MaximumExecutionTimeoutInSeconds"), "MaximumExecutionTimeoutInSeconds"),
+        (("RollingUpdatePolicy", "MaximumExecutionTimeoutInSeconds"), "MaximumExecutionTimeoutInSeconds"),
+        (("InferenceComponentRollingUpdatePolicy", "MaximumExecutionTimeoutInSeconds"),
+         "MaximumExecutionTimeoutInSeconds"),
+        (("TrafficRoutingConfig", "WaitIntervalInSeconds"), "WaitIntervalInSeconds"),
+        (("RollingUpdatePolicy", "WaitIntervalInSeconds"), "WaitIntervalInSeconds"),
+        (("InferenceComponentRollingUpdatePolicy", "WaitIntervalInSeconds"), "WaitIntervalInSeconds"),
+        (("BlueGreenUpdatePolicy", "TerminationWaitInSeconds"), "TerminationWaitInSeconds"),
+    ],
+)  # fmt: skip
+def test_every_deployment_policy_member_has_the_one_shape(policy_member, shape):
+    """One constant per shape is enough only while every policy's member is that shape (botocore sagemaker)."""
+    structure, member = policy_member
+    assert SAGEMAKER.shape_for(structure).members[member].name == shape

@@ -127,7 +127,7 @@ WHOLE = "must be a whole number between"
         ),
         (
             BLUE_GREEN(TrafficRouting.all_at_once(), maximum_execution_timeout_seconds=100),
-            "maximum_execution_timeout_seconds must be between 600 and 14400 s, got 100",
+            "maximum_execution_timeout_seconds must be between 600 and 28800 s, got 100",
         ),
     ],
 )

@@ -11,6 +11,15 @@ from typing import Literal
 
 from aws_cdk import aws_sagemaker as sagemaker
 
+from triton_cdk.api_limits import (
+    CANARY_PERCENT,
+    LINEAR_STEP_PERCENT,
+    MAXIMUM_EXECUTION_TIMEOUT_SECONDS,
+    ROLLING_BATCH_PERCENT,
+    TERMINATION_WAIT_SECONDS,
+    WAIT_INTERVAL_SECONDS,
+)
+
 TrafficType = Literal["ALL_AT_ONCE", "CANARY", "LINEAR"]
 
 # MaximumExecutionTimeoutInSeconds of a deployment when none is given (blue/green, rolling, component updates).
@@ -110,18 +119,22 @@ class DeploymentPolicy:
                     f"a rolling deployment needs a single-variant endpoint, this one has {variant_count} variants "
                     "(SageMaker deployment guardrails exclusions); use a blue/green policy"
                 )
-            _in_range(problems, "rolling batch_percent", self.batch_percent, 5, 50, "%", whole=True)
-            _in_range(problems, "rolling wait_seconds", self.wait_seconds, 0, 3600, " s")
-            _in_range(problems, "maximum_execution_timeout_seconds", self.maximum_execution_timeout_seconds, 600, 28800)
+            _in_range(problems, "rolling batch_percent", self.batch_percent, *ROLLING_BATCH_PERCENT, "%", whole=True)
+            _in_range(problems, "rolling wait_seconds", self.wait_seconds, *WAIT_INTERVAL_SECONDS, " s")
         else:
             assert self.traffic is not None
-            _in_range(problems, "traffic wait_seconds", self.traffic.wait_seconds, 0, 3600, " s")
+            _in_range(problems, "traffic wait_seconds", self.traffic.wait_seconds, *WAIT_INTERVAL_SECONDS, " s")
             if self.traffic.type == "CANARY":
-                _in_range(problems, "canary percent", self.traffic.step_percent, 1, 50, "%", whole=True)
+                _in_range(problems, "canary percent", self.traffic.step_percent, *CANARY_PERCENT, "%", whole=True)
             elif self.traffic.type == "LINEAR":
-                _in_range(problems, "linear step_percent", self.traffic.step_percent, 10, 50, "%", whole=True)
-            _in_range(problems, "termination_wait_seconds", self.termination_wait_seconds, 0, 3600, " s")
-            _in_range(problems, "maximum_execution_timeout_seconds", self.maximum_execution_timeout_seconds, 600, 14400)
+                _in_range(
+                    problems, "linear step_percent", self.traffic.step_percent, *LINEAR_STEP_PERCENT, "%", whole=True
+                )
+            _in_range(
+                problems, "termination_wait_seconds", self.termination_wait_seconds, *TERMINATION_WAIT_SECONDS, " s"
+            )
+        timeout = self.maximum_execution_timeout_seconds
+        _in_range(problems, "maximum_execution_timeout_seconds", timeout, *MAXIMUM_EXECUTION_TIMEOUT_SECONDS)
         return problems
 
     def render(self, alarm_names: list[str]) -> sagemaker.CfnEndpoint.DeploymentConfigProperty:

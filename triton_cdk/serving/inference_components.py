@@ -29,7 +29,13 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IValidation
 
 from model_build.catalogue import INSTANCE_TYPES
-from triton_cdk.api_limits import ENDPOINT_NAME, INFERENCE_COMPONENT_NAME, VARIANT_NAME
+from triton_cdk.api_limits import (
+    ENDPOINT_NAME,
+    INFERENCE_COMPONENT_NAME,
+    MAXIMUM_EXECUTION_TIMEOUT_SECONDS,
+    VARIANT_NAME,
+    WAIT_INTERVAL_SECONDS,
+)
 from triton_cdk.errors import InvalidPropsError
 from triton_cdk.serving.component_sizing import ComputeRequirements, fit_problems, update_headroom_problem
 from triton_cdk.serving.deployment import DEFAULT_BAKE_SECONDS, DEFAULT_MAXIMUM_EXECUTION_TIMEOUT_SECONDS
@@ -44,8 +50,6 @@ from triton_cdk.serving.triton_model import TritonModel
 
 COMPONENT_NAMESPACE = "/aws/sagemaker/InferenceComponents"
 ROUTING_STRATEGIES = ("LEAST_OUTSTANDING_REQUESTS", "RANDOM")
-WAIT_SECONDS = (0, 3600)
-EXECUTION_TIMEOUT_SECONDS = (600, 28800)
 STARTUP_SECONDS = (60, 3600)
 
 
@@ -99,8 +103,12 @@ class ComponentRollingUpdate:
     def problems(self) -> list[str]:
         found = []
         for name, value, (low, high) in (
-            ("wait_seconds", self.wait_seconds, WAIT_SECONDS),
-            ("maximum_execution_timeout_seconds", self.maximum_execution_timeout_seconds, EXECUTION_TIMEOUT_SECONDS),
+            ("wait_seconds", self.wait_seconds, WAIT_INTERVAL_SECONDS),
+            (
+                "maximum_execution_timeout_seconds",
+                self.maximum_execution_timeout_seconds,
+                MAXIMUM_EXECUTION_TIMEOUT_SECONDS,
+            ),
         ):
             if not low <= value <= high:
                 found.append(f"rolling {name} must be between {low} and {high}, got {value}")
