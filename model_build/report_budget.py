@@ -13,6 +13,8 @@ takes its defaults from here.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from model_build.settings import ModelSettings
 
 CHECK_CONCURRENCY = (1, 2, 4)
@@ -66,3 +68,19 @@ def budget_problem(settings: ModelSettings, timeout_minutes: int) -> str | None:
         f"build.timeout_minutes {timeout_minutes} ({limit} s), before the engine is even built; fewer tune "
         "candidates, tune.concurrency levels or tune.seconds, or a longer build.timeout_minutes"
     )
+
+
+def samples_problem(settings: ModelSettings, base_dir: Path) -> str | None:
+    """Why `tensorrt.accuracy.samples` cannot ship with the build, or None (an s3:// URI is read as configured)."""
+    accuracy = settings.tensorrt.accuracy
+    if not settings.needs_gpu_build or accuracy is None or accuracy.samples is None:
+        return None
+    if accuracy.samples.startswith("s3://"):
+        return None
+    root = base_dir.resolve()
+    path = (root / accuracy.samples).resolve()
+    if not path.is_relative_to(root):
+        return f"{accuracy.samples!r} lies outside the project ({root}); the build stack ships files of the project"
+    if not path.is_file():
+        return f"{accuracy.samples!r}: no such file in the project (an .npz holding every input by name)"
+    return None

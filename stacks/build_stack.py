@@ -140,17 +140,22 @@ class BuildStack(cdk.Stack):
         role = shared.build_role
         self._model_sources = {}
         self._calibrations: dict[str, tuple[str, str]] = {}
+        self._samples_objects: dict[str, tuple[str, str]] = {}
         for request in self.requests:
             self._model_sources[request.key] = self._model_source(request)
             calibration = self._calibration(request)
             if calibration is not None:
                 self._calibrations[request.key] = calibration
+            samples = self._samples(request)
+            if samples is not None:
+                self._samples_objects[request.key] = samples
         build = self.config.build  # the app's settings -> the construct's props, here only
         for environment in sorted({r.environment for r in self.requests}):
             members = [r for r in self.requests if r.environment == environment]
             readable = sorted(
                 {arn for r in members if (arn := self._model_sources[r.key][2])}
                 | {self._calibrations[r.key][1] for r in members if r.key in self._calibrations}
+                | {self._samples_objects[r.key][1] for r in members if r.key in self._samples_objects}
             )
             self.projects[environment] = ModelBuildProject(
                 self,
@@ -240,6 +245,27 @@ class BuildStack(cdk.Stack):
         )
         return asset.s3_object_url, asset.bucket.arn_for_objects(asset.s3_object_key)
 
+    def _samples(self, request: ArtifactRequest) -> tuple[str, str] | None:
+        """(SAMPLES_URI, object ARN the build reads) of a TensorRT model's `tensorrt.accuracy.samples`, else None.
+
+        As `_calibration`: the build check runs on the build host, which has neither the project's files nor the
+        config's s3:// object; a local .npz is shipped as an asset of its own, an s3:// one passed as configured, and
+        the role may read exactly that object. The file decides what the check compares, not the archive's bytes:
+        it is not part of the artifact's key (ModelSettings.build_fingerprint leaves tensorrt.accuracy out).
+        """
+        model = request.artifact.model
+        accuracy = model.tensorrt.accuracy
+        if request.plan is None or not model.needs_gpu_build or accuracy is None or accuracy.samples is None:
+            return None
+        if accuracy.samples.startswith("s3://"):
+            bucket_and_key = accuracy.samples.removeprefix("s3://").split("?", 1)[0]
+            return accuracy.samples, f"arn:{cdk.Aws.PARTITION}:s3:::{bucket_and_key}"
+        asset_id = f"Samples-{model.name}"
+        asset = self.node.try_find_child(asset_id) or s3_assets.Asset(
+            self, asset_id, path=str((PROJECT_ROOT / accuracy.samples).resolve())
+        )
+        return asset.s3_object_url, asset.bucket.arn_for_objects(asset.s3_object_key)
+
     def _add_artifact(self, request: ArtifactRequest) -> None:
         artifact = request.artifact
         props = ArtifactResourceProps(
@@ -260,6 +286,7 @@ class BuildStack(cdk.Stack):
                     kind,
                     uri,
                     calibration_uri=self._calibrations[request.key][0] if request.key in self._calibrations else None,
+                    samples_uri=self._samples_objects[request.key][0] if request.key in self._samples_objects else None,
                 ),
             )
         self.ensure.add_artifact(props)

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from model_build.app_config import MAX_PROBLEMS, format_validation_error
 from model_build.config_yaml import ConfigDocument, ConfigFileError, clip, read_config_document
 from model_build.preflight import ensemble_preflight_problems, preflight_problems
-from model_build.report_budget import budget_problem
+from model_build.report_budget import budget_problem, samples_problem
 from stage_config.app import STAGE_PATTERN, AppConfig, cross_field_problems
 from stage_config.build_concurrency import concurrency_problems
 from stage_config.source_paths import source_path_problems
@@ -61,7 +61,7 @@ def load_config(path: Path, *, source_roots: tuple[Path, ...] = (PROJECT_ROOT,))
     if not problems:
         problems = concurrency_problems(config)
     if not problems:
-        problems = report_budget_problems(config)
+        problems = report_budget_problems(config, source_roots[0])
     if problems:
         raise ConfigError(format_problems(shown, problems, document))
     return config
@@ -108,9 +108,10 @@ def build_preflight_problems(config: AppConfig, base_dir: Path) -> list[tuple[st
     return problems
 
 
-def report_budget_problems(config: AppConfig) -> list[tuple[str, str]]:
+def report_budget_problems(config: AppConfig, base_dir: Path) -> list[tuple[str, str]]:
     """A TensorRT model whose build report (check + tuning) cannot fit build.timeout_minutes
-    (model_build.report_budget). A promoting stage builds nothing."""
+    (model_build.report_budget), or whose tensorrt.accuracy.samples file is not in the project (the build stack
+    ships it as an asset). A promoting stage builds nothing."""
     if config.promote_from is not None:
         return []
     problems = []
@@ -118,6 +119,9 @@ def report_budget_problems(config: AppConfig) -> list[tuple[str, str]]:
         message = budget_problem(model, config.build.timeout_minutes)
         if message is not None:
             problems.append((f"models[{index}].tune" if model.tune is not None else "build.timeout_minutes", message))
+        message = samples_problem(model, base_dir)
+        if message is not None:
+            problems.append((f"models[{index}].tensorrt.accuracy.samples", message))
     return problems
 
 

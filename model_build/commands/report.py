@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import io
 import json
+import urllib.parse
 from pathlib import Path
 
 from model_build.app_config import load_model_settings, read_yaml
@@ -82,13 +83,25 @@ def artifact_key_for(args: argparse.Namespace) -> str:
     return printed.getvalue().strip()
 
 
+def s3_client(args: argparse.Namespace):
+    """The S3 client; a malformed --endpoint-url or --region is one ERROR line, not botocore's traceback."""
+    if args.endpoint_url is not None:
+        parsed = urllib.parse.urlparse(args.endpoint_url)
+        if parsed.scheme not in {"http", "https"} or not parsed.netloc:
+            raise ModelBuildError(f"--endpoint-url {args.endpoint_url!r}: an http:// or https:// URL")
+    try:
+        return make_s3_client(endpoint_url=args.endpoint_url, region=args.region)
+    except ValueError as error:  # botocore: "Invalid endpoint", "Provided region_name ... doesn't match"
+        raise ModelBuildError(f"--endpoint-url / --region: {error}") from None
+
+
 def publish(args: argparse.Namespace) -> int:
     if not (args.bucket and args.artifact_key) or args.local is not None:
         raise ModelBuildError("--publish needs --bucket and --artifact-key (and no --local)")
     report = read_local_report(args.publish)
     if report.get("model") != args.model:
         raise ModelBuildError(f"{args.publish}: the report is of model {report.get('model')!r}, not {args.model!r}")
-    client = make_s3_client(endpoint_url=args.endpoint_url, region=args.region)
+    client = s3_client(args)
     print(publish_report(args.publish, args.bucket, args.artifact_key, client=client))
     return 0
 
@@ -105,6 +118,6 @@ def run(args: argparse.Namespace) -> int:
         if not bucket:
             raise ModelBuildError(f"{args.config}: artifacts.bucket_name: not set; pass --bucket")
         key = report_key(artifact_key_for(args))
-        report = read_s3_report(make_s3_client(endpoint_url=args.endpoint_url, region=args.region), bucket, key)
+        report = read_s3_report(s3_client(args), bucket, key)
     print(json.dumps(report, indent=2, sort_keys=True) if args.json else format_report(report))
     return 0

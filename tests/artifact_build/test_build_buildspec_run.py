@@ -532,3 +532,14 @@ def test_unpack_only_runs_no_check(run_buildspec, s3):
     result = run_buildspec(UNPACK_ONLY="true", UNCOMPRESSED_PREFIX=UNPACKED, CODEBUILD_SRC_DIR_endpoint_client="")
     assert result.returncode == 0, result.stderr[-3000:]
     assert not run_buildspec.check_log.exists()
+
+
+def test_samples_uri_is_fetched_and_given_to_the_check(run_buildspec, s3):
+    """tensorrt.accuracy.samples reaches the check as CALIBRATION_URI reaches trtexec: the build stack ships the
+    .npz and sets SAMPLES_URI (stacks/build_stack.py `_samples`); the buildspec fetches it and passes --samples."""
+    s3.put_object(Bucket=run_buildspec.bucket, Key="assets/samples.npz", Body=b"npz bytes")
+    result = run_buildspec(SAMPLES_URI=f"s3://{run_buildspec.bucket}/assets/samples.npz")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    args = json.loads(run_buildspec.check_log.read_text())
+    samples = Path(args[args.index("--samples") + 1])
+    assert samples.name == "samples.npz" and samples.read_bytes() == b"npz bytes"

@@ -559,8 +559,12 @@ def test_buildspec_model_build_calls_parse_with_the_cli():
     from endpoint_client.build_check_cli import build_parser as check_parser
 
     (check,) = re.findall(r"python3 -m endpoint_client\.build_check_cli ([^\n;|)]+)", text)
-    args = check_parser().parse_args(shlex.split(re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], check)))
-    assert (args.tritonserver, args.out) == (Path("/opt/tritonserver/bin/tritonserver"), Path("/tmp/w/report.json"))
+    for samples_uri, samples in (("s3://b/samples.npz", "/tmp/w/samples.npz"), ("", None)):
+        # ${SAMPLES_URI:+--samples ...}: bash's "alternate value", only where SAMPLES_URI is set and not empty.
+        given = re.sub(r"\$\{SAMPLES_URI:\+([^}]*)\}", lambda m, uri=samples_uri: m.group(1) if uri else "", check)
+        args = check_parser().parse_args(shlex.split(re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], given)))
+        assert (args.tritonserver, args.out) == (Path("/opt/tritonserver/bin/tritonserver"), Path("/tmp/w/report.json"))
+        assert args.samples == samples
 
 
 @pytest.mark.parametrize("release", ["23.12", "24.05", "24.09", "25.04", "26.05"])

@@ -200,3 +200,18 @@ def test_a_stage_whose_build_report_cannot_fit_the_build_timeout_is_refused_at_l
     (tmp_path / "dev.yaml").write_text(yaml.safe_dump(document))
     with pytest.raises(ConfigError, match=r"tune: the build report takes up to .* more than build.timeout_minutes 10"):
         load_config(tmp_path / "dev.yaml")
+
+
+def test_report_cli_gives_one_error_line_for_corrupt_reports_and_bad_endpoints(tmp_path: Path):
+    """`model_build report`: accuracy "x" and a malformed --endpoint-url are ERROR lines (exit 1), no traceback."""
+    from cli_runner import run_cli
+    from synth_helpers import PROJECT_ROOT
+
+    dev = PROJECT_ROOT / "config" / "dev.yaml"
+    (tmp_path / "report.json").write_text(json.dumps(_report(accuracy="x")))
+    result = run_cli("report", "--config", str(dev), "--model", "resnet50", "--local", str(tmp_path))
+    assert result.returncode == 1 and "accuracy" in result.stderr and "Traceback" not in result.stderr
+    result = run_cli("report", "--config", str(dev), "--model", "resnet50", "--gpu-target", "sm86",
+                     "--endpoint-url", "not a url")  # fmt: skip
+    assert result.returncode == 1 and "--endpoint-url 'not a url'" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from model_build import releases
+from model_build.build_report import SAMPLES_VARIABLE
 from model_build.calibration import SHIPPED_VARIABLE as CALIBRATION_VARIABLE
 from model_build.matching import BuildPlan
 from model_build.settings import ModelSettings
@@ -115,12 +116,15 @@ def build_environment(
     source_kind: str,
     source_uri: str,
     calibration_uri: str | None = None,
+    samples_uri: str | None = None,
 ) -> dict:
     """Environment-variable overrides of one build (besides MODEL_NAME/ARTIFACT_* set by the handler).
 
     `calibration_uri`: where an INT8 model's calibration cache is read from (the local cache's asset, or the
     configured s3:// object), as CALIBRATION_URI, which `model_build build` fetches and passes to trtexec
     --calib (model_build/calibration.py). Not set for any other model.
+    `samples_uri`: where a TensorRT model's `tensorrt.accuracy.samples` is read from, as SAMPLES_URI, which the
+    buildspec fetches and passes to the build check as --samples (docs/build.md "Build report").
     """
     plan = artifact.build_plan
     composing = {"COMPOSING_KEYS": " ".join(f"{a.model.name}={a.key}" for a in artifact.composing)}
@@ -128,6 +132,7 @@ def build_environment(
     return {
         **(composing if artifact.composing else {}),
         **calibration,
+        **({SAMPLES_VARIABLE: samples_uri} if samples_uri is not None else {}),
         "BUILD_CONFIG": build_config_document(triton_release, artifact),
         "PLATFORM": artifact.model.platform,
         "SOURCE_KIND": source_kind,
