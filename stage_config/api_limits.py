@@ -102,5 +102,10 @@ MIN_MEMORY_MB = int(_minimum("sagemaker", "MemoryInMb"))
 BUILD_TIMEOUT_MINUTES = limits("codebuild", "BuildTimeOut")
 QUEUED_TIMEOUT_MINUTES = limits("codebuild", "TimeOut")
 
+# Instance counts: SageMaker documents no maximum (ProductionVariant InitialInstanceCount, Application
+# Auto Scaling MaxCapacity: "service quotas may impose lower limits"); per-type instance quotas are
+# soft. 1000 leaves room for raised quotas and refuses typos such as 1e66.
+MAX_INSTANCE_COUNT = 1000  # not an AWS limit: the schema's one typo guard on instance counts
+
 # CodePipeline CreatePipeline: PipelineName.
 PIPELINE_NAME = shape_limits("codepipeline", "PipelineName")

@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING
 from pydantic import Field, PositiveInt, model_validator
 
 from model_build.settings import StrictModel
-from stage_config.api_limits import limits
+from stage_config.api_limits import MAX_INSTANCE_COUNT as _MAX_INSTANCES
+from triton_cdk.api_limits import MAX_CONCURRENT_INVOCATIONS
 from triton_cdk.serving.async_inference import (
     DEFAULT_BACKLOG_PER_INSTANCE,
     DEFAULT_MAX_BACKLOG_AGE_SECONDS,
@@ -52,10 +53,9 @@ from triton_cdk.serving.async_inference import (
 if TYPE_CHECKING:
     from stage_config.endpoint import EndpointSettings
 
-# botocore sagemaker, shape MaxConcurrentInvocationsPerInstance (AsyncInferenceClientConfig): 1-1000.
-MAX_CONCURRENT_INVOCATIONS = limits("sagemaker", "MaxConcurrentInvocationsPerInstance")
-# Instance counts: as stage_config.endpoint.MAX_INSTANCE_COUNT (no SageMaker maximum; typo guard).
-_MAX_INSTANCES = 1000
+# MAX_CONCURRENT_INVOCATIONS: botocore sagemaker, shape MaxConcurrentInvocationsPerInstance
+# (AsyncInferenceClientConfig), defined once in the construct library (triton_cdk/api_limits.py); instance counts
+# are bounded by stage_config/api_limits.py MAX_INSTANCE_COUNT (no SageMaker maximum; typo guard).
 _SCALING_DEFAULTS = AsyncScalingSettings(min_capacity=0, max_capacity=1)
 ALARMED_DOCS = "docs/serving.md, 'Asynchronous endpoints'"
 METRICS_SOURCE = "SageMaker 'Alarms and logs for tracking metrics from asynchronous endpoints'"

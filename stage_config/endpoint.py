@@ -26,6 +26,7 @@ from stage_config.api_limits import (
     ENDPOINT_NAME,
     LINEAR_STEP_PERCENT,
     MAX_ENDPOINT_NAME_LENGTH,
+    MAX_INSTANCE_COUNT,
     MAX_PRODUCTION_VARIANTS,
     MAX_ROLLBACK_ALARMS,
     MAX_SCHEDULE_LENGTH,
@@ -64,10 +65,6 @@ from triton_cdk.serving.triton_model import TritonModel
 # construct library (triton_cdk/api_limits.py).
 ENDPOINT_NAME_PATTERN = ENDPOINT_NAME.anchored
 VARIANT_NAME_PATTERN = VARIANT_NAME.anchored
-# Instance counts: SageMaker documents no maximum (ProductionVariant InitialInstanceCount, Application
-# Auto Scaling MaxCapacity: "service quotas may impose lower limits"); per-type instance quotas are
-# soft. 1000 leaves room for raised quotas and refuses typos such as 1e66.
-MAX_INSTANCE_COUNT = 1000
 
 
 def construct_default(owner: type | Callable[..., Any], name: str) -> Any:

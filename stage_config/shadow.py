@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field, PositiveInt
 
 from model_build.settings import StrictModel
-from stage_config.api_limits import MAX_VARIANT_NAME_LENGTH, VARIANT_NAME
+from stage_config.api_limits import MAX_INSTANCE_COUNT, MAX_VARIANT_NAME_LENGTH, VARIANT_NAME
 from triton_cdk.serving.shadow import DEFAULT_SHADOW_VARIANT_NAME, SAMPLING_PERCENT
 
 if TYPE_CHECKING:
@@ -32,8 +32,6 @@ if TYPE_CHECKING:
     from stage_config.endpoint import EndpointSettings
 
 VARIANT_NAME_PATTERN = VARIANT_NAME.anchored
-# Instance counts: as the endpoint's (stage_config/endpoint.py MAX_INSTANCE_COUNT).
-MAX_INSTANCE_COUNT = 1000
 # "Shadow tests" > "Exclusions": "Endpoints that use Inf1 (Inferentia-based) instances".
 EXCLUDED_INSTANCE_FAMILY = "ml.inf1."
 EXCLUSIONS_SOURCE = 'SageMaker "Shadow tests" > "Exclusions"'

@@ -103,6 +103,9 @@ STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS = limits(
 )
 SAMPLING_PERCENT = limits("sagemaker", "SamplingPercentage")
 
+# SageMaker CreateEndpointConfig AsyncInferenceConfig.ClientConfig: MaxConcurrentInvocationsPerInstance.
+MAX_CONCURRENT_INVOCATIONS = limits("sagemaker", "MaxConcurrentInvocationsPerInstance")
+
 # SageMaker CreateEndpoint DeploymentConfig (blue/green TrafficRoutingConfig and BlueGreenUpdatePolicy, rolling
 # RollingUpdatePolicy) and CreateInferenceComponent's InferenceComponentRollingUpdatePolicy: WaitIntervalInSeconds,
 # TerminationWaitInSeconds and MaximumExecutionTimeoutInSeconds (600-28800 in both policies; the API reference

@@ -12,9 +12,11 @@ import botocore.session
 import pytest
 
 from stage_config import api_limits as schema_limits
+from stage_config import async_inference as async_schema
 from stage_config import endpoint as schema
 from stage_config import shadow as shadow_schema
 from triton_cdk import api_limits
+from triton_cdk.serving import async_inference as async_construct
 from triton_cdk.serving.endpoint import ProductionVariant
 from triton_cdk.serving.inference_components import ComponentVariant
 
@@ -47,6 +49,7 @@ def test_name_patterns_are_botocores(limits, shape):
         (api_limits.WAIT_INTERVAL_SECONDS, "WaitIntervalInSeconds"),
         (api_limits.TERMINATION_WAIT_SECONDS, "TerminationWaitInSeconds"),
         (api_limits.MAXIMUM_EXECUTION_TIMEOUT_SECONDS, "MaximumExecutionTimeoutInSeconds"),
+        (api_limits.MAX_CONCURRENT_INVOCATIONS, "MaxConcurrentInvocationsPerInstance"),
     ],
 )
 def test_numeric_limits_are_botocores(bounds, shape):
@@ -59,6 +62,8 @@ def test_the_schema_uses_the_construct_librarys_definitions():
     assert schema_limits.ENDPOINT_NAME is api_limits.ENDPOINT_NAME
     assert schema_limits.INFERENCE_COMPONENT_NAME is api_limits.INFERENCE_COMPONENT_NAME
     assert schema_limits.VOLUME_SIZE_GB is api_limits.VOLUME_SIZE_GB
+    assert async_schema.MAX_CONCURRENT_INVOCATIONS is async_construct.MAX_CONCURRENT_INVOCATIONS
+    assert async_construct.MAX_CONCURRENT_INVOCATIONS is api_limits.MAX_CONCURRENT_INVOCATIONS
     for name in ("WAIT_INTERVAL_SECONDS", "TERMINATION_WAIT_SECONDS", "MAXIMUM_EXECUTION_TIMEOUT_SECONDS"):
         assert getattr(schema_limits, name) is getattr(api_limits, name), name
     anchored = "^(?:{})$".format(SAGEMAKER.shape_for("EndpointName").metadata["pattern"])

@@ -39,14 +39,13 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from triton_cdk.api_limits import MAX_CONCURRENT_INVOCATIONS  # botocore sagemaker MaxConcurrentInvocationsPerInstance
 from triton_cdk.errors import InvalidPropsError
 from triton_cdk.grants import grant_statements
 from triton_cdk.serving.autoscaling import SCALABLE_DIMENSION, SERVICE_LINKED_ROLE
 from triton_cdk.serving.endpoint import TritonEndpoint
 from triton_cdk.serving.metrics import INVOCATION_NAMESPACE, sagemaker_metric
 
-# botocore sagemaker, shape MaxConcurrentInvocationsPerInstance: min 1, max 1000.
-MAX_CONCURRENT_INVOCATIONS = (1, 1000)
 BACKLOG_METRIC = "ApproximateBacklogSizePerInstance"
 WAKE_METRIC = "HasBacklogWithoutCapacity"
 # Failure metrics of an asynchronous variant (Sum), by the alarm kind that watches each.
