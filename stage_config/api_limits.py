@@ -24,6 +24,8 @@ from triton_cdk.api_limits import (
     MAX_INFERENCE_COMPONENT_NAME_LENGTH,
     MAX_VARIANT_NAME_LENGTH,
     MAXIMUM_EXECUTION_TIMEOUT_SECONDS,
+    MIN_CPU_CORES,
+    MIN_MEMORY_MB,
     MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS,
     ROLLING_BATCH_PERCENT,
     SAMPLING_PERCENT,
@@ -38,7 +40,6 @@ from triton_cdk.api_limits import (
     shape_limits,
 )
 from triton_cdk.api_limits import maximum as _maximum
-from triton_cdk.api_limits import minimum as _minimum
 
 __all__ = [
     "CANARY_PERCENT",
@@ -49,6 +50,8 @@ __all__ = [
     "MAX_ENDPOINT_NAME_LENGTH",
     "MAX_INFERENCE_COMPONENT_NAME_LENGTH",
     "MAX_VARIANT_NAME_LENGTH",
+    "MIN_CPU_CORES",
+    "MIN_MEMORY_MB",
     "MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS",
     "ROLLING_BATCH_PERCENT",
     "SAMPLING_PERCENT",
@@ -95,8 +98,6 @@ MAX_SCHEDULE_LENGTH = _maximum("application-autoscaling", "ResourceIdMaxLen1600"
 # AutoRollbackConfiguration.Alarms; CreateInferenceComponent: NumberOfCpuCoresRequired, Min/MaxMemoryRequiredInMb.
 MAX_PRODUCTION_VARIANTS = _maximum("sagemaker", "ProductionVariantList")
 MAX_ROLLBACK_ALARMS = _maximum("sagemaker", "AlarmList")
-MIN_CPU_CORES = _minimum("sagemaker", "NumberOfCpuCores")
-MIN_MEMORY_MB = int(_minimum("sagemaker", "MemoryInMb"))
 
 # CodeBuild CreateProject: timeoutInMinutes (BuildTimeOut) and queuedTimeoutInMinutes (TimeOut).
 BUILD_TIMEOUT_MINUTES = limits("codebuild", "BuildTimeOut")

@@ -103,6 +103,11 @@ STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS = limits(
 )
 SAMPLING_PERCENT = limits("sagemaker", "SamplingPercentage")
 
+# SageMaker CreateInferenceComponent ComputeResourceRequirements: NumberOfCpuCoresRequired (NumberOfCpuCores) and
+# Min/MaxMemoryRequiredInMb (MemoryInMb) minimums.
+MIN_CPU_CORES = minimum("sagemaker", "NumberOfCpuCores")
+MIN_MEMORY_MB = int(minimum("sagemaker", "MemoryInMb"))
+
 # SageMaker CreateEndpointConfig AsyncInferenceConfig.ClientConfig: MaxConcurrentInvocationsPerInstance.
 MAX_CONCURRENT_INVOCATIONS = limits("sagemaker", "MaxConcurrentInvocationsPerInstance")
 

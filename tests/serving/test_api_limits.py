@@ -17,6 +17,7 @@ from stage_config import endpoint as schema
 from stage_config import shadow as shadow_schema
 from triton_cdk import api_limits
 from triton_cdk.serving import async_inference as async_construct
+from triton_cdk.serving import component_sizing
 from triton_cdk.serving.endpoint import ProductionVariant
 from triton_cdk.serving.inference_components import ComponentVariant
 
@@ -100,3 +101,11 @@ def test_every_deployment_policy_member_has_the_one_shape(policy_member, shape):
     """One constant per shape is enough only while every policy's member is that shape (botocore sagemaker)."""
     structure, member = policy_member
     assert SAGEMAKER.shape_for(structure).members[member].name == shape
+
+
+def test_component_minimums_are_botocores_and_sizing_uses_them():
+    """botocore sagemaker: NumberOfCpuCores min 0.25, MemoryInMb min 128 (ComputeResourceRequirements)."""
+    assert SAGEMAKER.shape_for("NumberOfCpuCores").metadata["min"] == api_limits.MIN_CPU_CORES
+    assert SAGEMAKER.shape_for("MemoryInMb").metadata["min"] == api_limits.MIN_MEMORY_MB
+    assert component_sizing.MIN_CPU_CORES is api_limits.MIN_CPU_CORES
+    assert schema_limits.MIN_MEMORY_MB is api_limits.MIN_MEMORY_MB

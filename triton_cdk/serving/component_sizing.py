@@ -24,9 +24,8 @@ import math
 from dataclasses import dataclass
 
 from model_build.catalogue import InstanceType
+from triton_cdk.api_limits import MIN_CPU_CORES, MIN_MEMORY_MB  # botocore sagemaker NumberOfCpuCores, MemoryInMb
 
-MIN_MEMORY_MB = 128
-MIN_CPU_CORES = 0.25
 DEFAULT_MIN_MEMORY_MB = 1024
 
 
