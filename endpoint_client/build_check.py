@@ -37,7 +37,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from endpoint_client.build_server import BuildServer, read_model_config, reference_name
 from endpoint_client.codec import encode_request
-from endpoint_client.errors import InvalidInputError
+from endpoint_client.errors import EndpointError, InvalidInputError
 from endpoint_client.limits import MAX_PAYLOAD_BYTES
 from endpoint_client.loadtest import Level, Plan, percentiles, run_plan, triton_target
 from model_build.accuracy import SOURCE, AccuracyError, Tolerance, check, compare_outputs, tolerance
@@ -220,9 +220,19 @@ class CheckOptions:
 def accuracy_section(
     server: BuildServer, settings: ModelSettings, inputs: Mapping[str, np.ndarray], tol: Tolerance, source: str
 ) -> tuple[dict[str, Any], list]:
-    engine = server.infer(settings.name, cast_to_config(inputs, read_model_config(server.repository / settings.name)))
     reference_config = read_model_config(server.repository / reference_name(settings.name))
-    reference = server.infer(reference_name(settings.name), cast_to_config(inputs, reference_config))
+    try:
+        engine = server.infer(
+            settings.name, cast_to_config(inputs, read_model_config(server.repository / settings.name))
+        )
+        reference = server.infer(reference_name(settings.name), cast_to_config(inputs, reference_config))
+    except EndpointError as error:
+        # e.g. ONNX Runtime's Gather: "indices element out of data bounds" for ids past a table's end.
+        raise InvalidInputError(
+            f"{error} (inputs: {source}). If the model refuses these values, give realistic ones: "
+            "tensorrt.accuracy.input_ranges {input: [low, high]} or tensorrt.accuracy.samples (docs/build.md, "
+            '"Build report")'
+        ) from None
     comparisons = compare_outputs(engine, reference, tol)
     section = {
         "checked": True,

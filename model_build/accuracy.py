@@ -213,5 +213,6 @@ def check(model: str, comparisons: list[OutputComparison], tol: Tolerance) -> No
         f"model {model!r}: the TensorRT engine's outputs differ from ONNX Runtime's beyond the tolerance "
         f"(atol {tol.atol:g}, rtol {tol.rtol:g}: {tol.source}; an element fails when it exceeds both, as Polygraphy "
         f"checks): " + "; ".join(c.describe(tol) for c in failed) + ". Nothing was uploaded. If the difference is "
-        "expected for this precision, set tensorrt.accuracy: {atol: ..., rtol: ...} on the model in the stage config"
+        "expected for this precision, set tensorrt.accuracy: {atol: ..., rtol: ...} on the model in the stage config "
+        "(or, where ONNX Runtime cannot be the reference, tensorrt.accuracy.check: false; docs/build.md)"
     )

@@ -98,6 +98,15 @@ def test_a_gather_on_segment_ids_passes_with_the_generated_defaults(triton_env: 
     assert json.loads((tmp_path / "report.json").read_text())["accuracy"]["passed"] is True
 
 
+def test_values_a_model_refuses_point_to_input_ranges_and_samples(triton_env: Path, tmp_path: Path):
+    """ids 5-9 into a 2-row table: ONNX Runtime's Gather refuses them; one ERROR line says how to give valid ones."""
+    config = _stage(tmp_path, ", accuracy: {input_ranges: {token_type_ids: [5, 9]}}")
+    reference, repository = _built(tmp_path, config)
+    code, stderr = _run(_argv(tmp_path, config, reference, repository, "--triton-env", str(triton_env)))
+    assert code == 1 and "tensorrt.accuracy.input_ranges" in stderr and "Traceback" not in stderr, stderr
+    assert not (tmp_path / "report.json").exists()
+
+
 def test_check_false_skips_the_comparison_and_says_so(triton_env: Path, tmp_path: Path):
     """With check: false nothing is compared and the report records it (passed null, not true); the speed is still
     measured."""
