@@ -18,11 +18,11 @@ from stacks.artifact_plan import PlannedEndpoint
 from stacks.artifact_stack import ArtifactImports
 from stacks.container_environment import container_environment
 from stage_config import AppConfig
+from stage_config import endpoint_props as props
 from stage_config.shadow import shadow_variant_timeouts
 from triton_cdk.images import TritonImageLookup
 from triton_cdk.serving import ProductionVariant, TritonModel, TritonModelData
 from triton_cdk.serving.shadow import ShadowComparison, ShadowVariant
-from triton_cdk.serving.triton_model import ModelVpc
 
 
 def shadow_variant(
@@ -48,7 +48,7 @@ def shadow_variant(
         execution_role=artifacts.execution_role,
         default_model_name=shadow.model,
         environment=container_environment(settings.container),
-        vpc=ModelVpc(settings.vpc.subnet_ids, settings.vpc.security_group_ids) if settings.vpc else None,
+        vpc=props.VPC.build(settings.vpc) if settings.vpc else None,
         network_isolation=settings.network_isolation,
     )
     if role_additions is not None:

@@ -41,7 +41,7 @@ from triton_cdk.serving import (
     TritonModel,
     TritonModelData,
 )
-from triton_cdk.serving.autoscaling import ScalingSettings, ScheduledCapacity
+from triton_cdk.serving.autoscaling import ScalingSettings
 from triton_cdk.serving.component_monitoring import TritonComponentMonitoring
 from triton_cdk.serving.component_scaling import TritonComponentScaling
 from triton_cdk.serving.component_sizing import update_headroom_problem
@@ -53,7 +53,6 @@ from triton_cdk.serving.inference_components import (
 )
 from triton_cdk.serving.instance_type_guard import InstanceTypeGuard
 from triton_cdk.serving.monitoring import AlarmThresholds, VariantHardware
-from triton_cdk.serving.triton_model import ModelVpc
 
 DATA_CAPTURE_PREFIX = "data-capture/"
 
@@ -136,9 +135,7 @@ def scaling_settings(settings: EndpointSettings, instance: InstanceType) -> Scal
     return props.AUTOSCALING.build(
         s,
         gpu_count=instance.gpu_count,
-        scheduled=[
-            ScheduledCapacity(a.name, a.schedule, a.min_capacity, a.max_capacity, a.time_zone) for a in s.scheduled
-        ],
+        scheduled=[props.SCHEDULED.build(a) for a in s.scheduled],
     )
 
 
@@ -195,7 +192,7 @@ class EndpointStack(cdk.Stack):
             execution_role=role,
             default_model_name=settings.models[0] if settings.mode == "single_model" else None,
             environment=container_environment(settings.container),
-            vpc=ModelVpc(settings.vpc.subnet_ids, settings.vpc.security_group_ids) if settings.vpc else None,
+            vpc=props.VPC.build(settings.vpc) if settings.vpc else None,
             network_isolation=settings.network_isolation,
         )
         if role_additions is not None:
@@ -324,7 +321,7 @@ class EndpointStack(cdk.Stack):
                 execution_role=role,
                 default_model_name=name,
                 environment=container_environment(settings.container),
-                vpc=ModelVpc(settings.vpc.subnet_ids, settings.vpc.security_group_ids) if settings.vpc else None,
+                vpc=props.VPC.build(settings.vpc) if settings.vpc else None,
                 network_isolation=settings.network_isolation,
             )
             self.components[name] = TritonInferenceComponent(

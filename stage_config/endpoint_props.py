@@ -13,14 +13,17 @@ from stage_config.endpoint import (
     CopyScalingSettings,
     DataCaptureSettings,
     MetricsSettings,
+    ScheduledScaling,
     VariantSettings,
+    VpcSettings,
 )
 from stage_config.props import PropsMap
 from triton_cdk.serving.async_inference import AsyncScalingSettings
-from triton_cdk.serving.autoscaling import ScalingSettings
+from triton_cdk.serving.autoscaling import ScalingSettings, ScheduledCapacity
 from triton_cdk.serving.component_scaling import CopyScaling
 from triton_cdk.serving.endpoint import DataCapture, MetricsPublishing, ProductionVariant
 from triton_cdk.serving.monitoring import AlarmThresholds
+from triton_cdk.serving.triton_model import ModelVpc
 
 ALARMS = PropsMap(AlarmSettings, AlarmThresholds)
 # `metrics.enhanced` in the YAML is MetricsPublishing.enhanced_metrics (EnableEnhancedMetrics).
@@ -29,6 +32,8 @@ METRICS = PropsMap(MetricsSettings, MetricsPublishing, renames={"enhanced_metric
 COPY_SCALING = PropsMap(CopyScalingSettings, CopyScaling, computed=("min_copies", "max_copies"))
 # gpu_count from the instance catalogue; scheduled actions become ScheduledCapacity values.
 AUTOSCALING = PropsMap(AutoscalingSettings, ScalingSettings, computed=("gpu_count", "scheduled"))
+SCHEDULED = PropsMap(ScheduledScaling, ScheduledCapacity)
+VPC = PropsMap(VpcSettings, ModelVpc)
 # The wake policy's cooldown is SageMaker's own example's (the construct's default), not configurable.
 ASYNC_SCALING = PropsMap(AsyncScalingConfig, AsyncScalingSettings, construct_defaults=("wake_cooldown_seconds",))
 # Bucket, prefix and key are the artifact stack's; `enabled` decides whether there is data capture at all.
