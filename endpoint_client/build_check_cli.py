@@ -127,6 +127,14 @@ def check_files(args: argparse.Namespace) -> None:
         raise InvalidInputError(f"--out {args.out}: {parent} is not a folder")
     if os.path.lexists(args.out):
         raise ModelBuildError(f"{args.out} already exists (a file or link); a build report is written once")
+    # Whether --out can be created at all (/proc, a read-only folder), before minutes of measuring: created
+    # exclusively (O_EXCL: never through a link) and removed again; write_report writes it at the end.
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.unlink(args.out)
+    except OSError as error:
+        raise InvalidInputError(f"--out {args.out}: cannot create it ({error.strerror or error})") from None
 
 
 def numeric_samples(samples: dict, where: str) -> None:

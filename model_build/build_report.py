@@ -58,8 +58,11 @@ def write_report(path: Path, report: dict[str, Any]) -> Path:
     if os.path.lexists(path):  # a dangling link too: it is not followed and not replaced
         raise ModelBuildError(f"{path} already exists; a build report is written once (remove it to measure again)")
     validate_report(report, f"{path} (to write)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, (json.dumps(report, indent=2, sort_keys=True) + "\n").encode())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, (json.dumps(report, indent=2, sort_keys=True) + "\n").encode())
+    except OSError as error:
+        raise ModelBuildError(f"{path}: cannot write the report ({error.strerror or error})") from None
     return path
 
 

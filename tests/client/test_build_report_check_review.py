@@ -198,8 +198,9 @@ def test_a_variant_that_fails_to_load_is_recorded_and_the_rest_measured(monkeypa
 
 
 def test_bad_files_are_refused_before_the_measurement(tmp_path: Path):
-    """Missing --onnx, a non-executable --tritonserver, a corrupt build-info.json, --out under a file, string
-    samples and a tensorrt.accuracy.samples the build did not pass: one ERROR line each, no server started."""
+    """Missing --onnx, a non-executable --tritonserver, a corrupt build-info.json, --out under a file, in /proc or a
+    dangling link, string samples and a tensorrt.accuracy.samples the build did not pass: one ERROR line each, no
+    server started."""
     config = _stage(tmp_path)
     reference, repository = _built(tmp_path, config)
     server = tmp_path / "tritonserver"
@@ -217,6 +218,11 @@ def test_bad_files_are_refused_before_the_measurement(tmp_path: Path):
     argv = _argv(tmp_path, config, reference, repository, "--triton-env", str(tmp_path))
     code, stderr = _run([*argv, "--out", str(blocker / "report.json")])
     assert code == 1 and "is not a folder" in stderr
+    code, stderr = _run([*argv, "--out", "/proc/report.json"])
+    assert code == 1 and "--out /proc/report.json: cannot create it" in stderr, stderr
+    (tmp_path / "dangling.json").symlink_to(tmp_path / "nowhere" / "x.json")
+    code, stderr = _run([*argv, "--out", str(tmp_path / "dangling.json")])
+    assert code == 1 and "already exists (a file or link)" in stderr and not (tmp_path / "nowhere").exists()
     strings = tmp_path / "strings.npz"
     np.savez(strings, token_type_ids=np.array([["a"] * 4]))
     code, stderr = _run([*argv, "--samples", str(strings)])
