@@ -15,9 +15,10 @@ NaN at the same place; matching infinities are mismatches too (Polygraphy's `inf
 their absdiff is NaN). The errors reported (max abs / rel) are over the finite differences only, and each output
 counts its NaN and inf elements per side, so a NaN output never reads as "max abs error 0".
 
-Integer and boolean outputs (both sides of kind int/uint/bool) compare exactly, without tolerances (Polygraphy
-compares booleans by XOR; a class id or a count off by one is wrong, however small rtol * |b| is). Values are compared
-as integers, never through a float64 cast (which rounds int64 above 2**53).
+Integer and boolean outputs (both sides of kind int/uint/bool) compare exactly, without tolerances: OUR rule,
+stricter than Polygraphy, which compares booleans by XOR but casts integers up and applies atol/rtol (a class id or
+a count off by one is wrong, however small rtol * |b| is). Values are compared as integers, never through a float64
+cast (which rounds int64 above 2**53).
 
 Default tolerances per precision (`tensorrt.accuracy` overrides them per model):
 - fp32: atol 1e-5, rtol 1e-5 -- cited: Polygraphy's defaults (`default_atol = 1e-5`, `default_rtol = 1e-5`, same

@@ -3,8 +3,9 @@ report's schema on read and publish, the per-model accuracy settings and the rep
 
 Sources: Polygraphy's `CompareFunc.simple` (NVIDIA/TensorRT tools/Polygraphy/polygraphy/comparator/compare.py):
 NaN in |a - b| is a mismatch; `infinities_compare_equal` defaults to False (matching infinities give absdiff NaN);
-booleans compare by XOR. IEEE 754 binary64 holds integers exactly only up to 2**53. CodeBuild's TimeoutInMinutes
-(build.timeout_minutes) ends a build that runs longer.
+booleans compare by XOR, integers with the tolerances (exact comparison of integers is our stricter rule).
+IEEE 754 binary64 holds integers exactly only up to 2**53. CodeBuild's TimeoutInMinutes (build.timeout_minutes)
+ends a build that runs longer.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from model_build.accuracy import AccuracyError, check, compare_output, tolerance
 from model_build.build_report import format_report, parse_report, publish_report, write_report
 from model_build.errors import ModelBuildError
 from model_build.report_budget import budget_problem, worst_case_seconds
-from model_build.settings import ModelSettings
+from serving_facts.settings import ModelSettings
 
 TOL = tolerance("fp32")
 
