@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
-from model_build import drivers
-from model_build.catalogue import InstanceType, UnknownInstanceTypeError, instance_type
 from model_build.config_yaml import clip
-from model_build.settings import MODEL_NAME_PATTERN, StrictModel, repeated
+from serving_facts import drivers
+from serving_facts.catalogue import InstanceType, UnknownInstanceTypeError, instance_type
+from serving_facts.settings import MODEL_NAME_PATTERN, StrictModel, repeated
 from stage_config.api_limits import (
     CANARY_PERCENT,
     ENDPOINT_NAME,
@@ -56,7 +56,13 @@ from triton_cdk.serving import component_sizing
 from triton_cdk.serving.autoscaling import ScalingSettings
 from triton_cdk.serving.component_scaling import CopyScaling
 from triton_cdk.serving.deployment import DEFAULT_BAKE_SECONDS, DEFAULT_MAXIMUM_EXECUTION_TIMEOUT_SECONDS
-from triton_cdk.serving.endpoint import DEFAULT_VARIANT_NAME, DataCapture, MetricsPublishing, ProductionVariant
+from triton_cdk.serving.endpoint import (
+    DEFAULT_VARIANT_NAME,
+    METRIC_PUBLISH_FREQUENCIES,
+    DataCapture,
+    MetricsPublishing,
+    ProductionVariant,
+)
 from triton_cdk.serving.inference_components import ComponentVariant, TritonInferenceComponent
 from triton_cdk.serving.monitoring import AlarmThresholds
 from triton_cdk.serving.triton_model import TritonModel
@@ -659,9 +665,12 @@ class MetricsSettings(StrictModel):
         default=construct_default(MetricsPublishing, "enhanced_metrics"),
         description="EnableEnhancedMetrics: utilization and invocation metrics per instance and container.",
     )
-    publish_frequency_seconds: Literal[10, 30, 60, 120, 180, 240, 300] = Field(
+    # The valid frequencies are the construct's (one list, SageMaker API MetricsConfig).
+    publish_frequency_seconds: Literal[METRIC_PUBLISH_FREQUENCIES] = Field(  # type: ignore[valid-type]
         default=construct_default(MetricsPublishing, "publish_frequency_seconds"),
-        description="MetricPublishFrequencyInSeconds: 10, 30, 60, 120, 180, 240 or 300. Without enhanced metrics it "
+        description="MetricPublishFrequencyInSeconds: "
+        + ", ".join(map(str, METRIC_PUBLISH_FREQUENCIES[:-1]))
+        + f" or {METRIC_PUBLISH_FREQUENCIES[-1]}. Without enhanced metrics it "
         "applies to the utilization metrics only (invocation metrics stay at 60).",
     )
     detailed_observability: bool = Field(
@@ -690,7 +699,7 @@ class EndpointSettings(StrictModel):
         description="What the endpoint serves: names from models:, each once (1-200); exactly one in single_model.",
     )
     instance_type: str = Field(
-        description="Instance type of the primary variant, from the instance catalogue (model_build/catalogue.py); "
+        description="Instance type of the primary variant, from the instance catalogue (serving_facts/catalogue.py); "
         "CPU types get the -py3-cpu image."
     )
     initial_instance_count: PositiveInt = Field(
@@ -791,7 +800,7 @@ class EndpointSettings(StrictModel):
     inference_ami_version: str | None = Field(
         default=None,
         description="GPU host AMI (ProductionVariant.InferenceAmiVersion). Default: the newest AMI whose "
-        "driver runs triton_release (model_build/drivers.py).",
+        "driver runs triton_release (serving_facts/drivers.py).",
     )
 
     @model_validator(mode="before")
@@ -1021,7 +1030,7 @@ def _rollback_timing_problem(endpoint: EndpointSettings) -> str | None:
 
 
 def _volume_problem(endpoint: EndpointSettings) -> str | None:
-    """VolumeSizeInGB is refused on NVMe-only types (model_build/catalogue.py, `nvme_storage_only`)."""
+    """VolumeSizeInGB is refused on NVMe-only types (serving_facts/catalogue.py, `nvme_storage_only`)."""
     if endpoint.volume_size_gb is None:
         return None
     names = [endpoint.instance_type, *(v.instance_type for v in endpoint.extra_variants)]

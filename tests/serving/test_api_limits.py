@@ -109,3 +109,14 @@ def test_component_minimums_are_botocores_and_sizing_uses_them():
     assert SAGEMAKER.shape_for("MemoryInMb").metadata["min"] == api_limits.MIN_MEMORY_MB
     assert component_sizing.MIN_CPU_CORES is api_limits.MIN_CPU_CORES
     assert schema_limits.MIN_MEMORY_MB is api_limits.MIN_MEMORY_MB
+
+
+def test_metric_publish_frequencies_are_listed_once():
+    """SageMaker API MetricsConfig.MetricPublishFrequencyInSeconds ("Valid values: 10, 30, 60, 120, 180, 240, 300";
+    botocore states no enum): the schema's choices are the construct's list."""
+    from typing import get_args
+
+    from triton_cdk.serving.endpoint import METRIC_PUBLISH_FREQUENCIES
+
+    annotation = schema.MetricsSettings.model_fields["publish_frequency_seconds"].annotation
+    assert get_args(annotation) == METRIC_PUBLISH_FREQUENCIES
