@@ -10,8 +10,8 @@ from stage_config.endpoint import MetricsSettings
 
 def test_the_detailed_observability_default_names_both_cases():
     """botocore's MetricsConfig.EnableDetailedObservability: "The default value for new endpoint configurations is
-    True". The project writes MetricsConfig only with a `metrics:` block (then false unless set), so the docs'
-    Default column names both cases."""
+    True". The project writes MetricsConfig only with a `metrics:` block (then false unless set), so the docs' row
+    names both cases."""
     documentation = (
         botocore.session.get_session()
         .get_service_model("sagemaker")
@@ -26,6 +26,7 @@ def test_the_detailed_observability_default_names_both_cases():
         for line in (PROJECT_ROOT / "docs" / "serving.md").read_text().splitlines()
         if line.startswith("| `detailed_observability` |")
     ]
-    default = row.split("|")[2]
-    assert "`false` with a `metrics:` block" in default
-    assert "without one, SageMaker's default (`true` for a new endpoint config)" in default
+    default, meaning = row.split("|")[2].strip(), row.split("|")[4]
+    assert default == "`false`"  # the schema's default, as tests/foundation/test_readme_config_tables.py checks
+    assert "With a `metrics:` block: `false` unless set" in meaning
+    assert "Without one, SageMaker's default applies (`true` for a new endpoint config)" in meaning
