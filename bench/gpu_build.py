@@ -180,8 +180,8 @@ def resnet50_export(out: Path):
         exporter = "dynamo"
     from model_build import pbtxt
     from model_build.onnx_inspect import inspect_model
-    from model_build.settings import ModelSettings
     from model_build.trt import trtexec_argv
+    from serving_facts.settings import ModelSettings
 
     signature = inspect_model(path)
     settings = ModelSettings(

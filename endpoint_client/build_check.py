@@ -43,8 +43,8 @@ from endpoint_client.loadtest import Level, Plan, percentiles, run_plan, triton_
 from model_build.accuracy import SOURCE, AccuracyError, Tolerance, check, compare_outputs, tolerance
 from model_build.build_report import REPORT_SCHEMA_VERSION
 from model_build.report_budget import CHECK_CONCURRENCY, CHECK_SECONDS
-from model_build.settings import ModelSettings
 from model_build.trt import opt_batch_size
+from serving_facts.settings import ModelSettings
 
 # Not datetime.UTC (3.11): this module runs in the CodeBuild GPU build on the Triton image's Python 3.10
 # (model_build/buildspec.yml; tests/model_build/test_build_image_python.py).

@@ -1,5 +1,5 @@
 """Tuning in the build (issue 25 part 2, `tune: {slo_p99_ms, candidates}` on a model): every combination of the
-candidates' instance counts, batcher delays and preferred batch sizes (at most 12, model_build.settings) becomes a
+candidates' instance counts, batcher delays and preferred batch sizes (at most 12, serving_facts.settings) becomes a
 variant `<model>__tune<i>` of the built model (the same engine, linked; its config.pbtxt changed), loaded into the
 build report's Triton one at a time, load-tested at `tune.concurrency` for `tune.seconds` each, and unloaded.
 
@@ -24,7 +24,7 @@ import numpy as np
 
 from endpoint_client.build_server import BuildServer, link_version, read_model_config, write_model_config
 from endpoint_client.errors import LocalEndpointError
-from model_build.settings import ModelSettings
+from serving_facts.settings import ModelSettings
 
 
 @dataclass(frozen=True)

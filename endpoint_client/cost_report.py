@@ -7,7 +7,7 @@ Rules (docs/performance.md, "Cost"):
   initial_instance_count); maximum: autoscaling.max_capacity (max_instances; initial_instance_count).
 - Scheduled actions: the average bounds over a week (endpoint_client/schedule_week.py) times the hourly price.
 - A GPU build is priced as its CodeBuild GPU minute price x build.timeout_minutes: an upper bound, a build that
-  finishes earlier costs less. One build per model and GPU target (model_build.matching.match_build); a stage that
+  finishes earlier costs less. One build per model and GPU target (serving_facts.matching.match_build); a stage that
   promotes artifacts (promote_from) builds nothing.
 - An unknown price stays unknown: its figures are null and every total that needs it is null.
 """
@@ -19,8 +19,8 @@ from typing import Any
 
 from endpoint_client.prices import Price, PriceSource
 from endpoint_client.schedule_week import Action, NotWeekly, weekly_capacity
-from model_build.catalogue import INSTANCE_TYPES, InstanceType
-from model_build.matching import BuildMatchError, match_build
+from serving_facts.catalogue import INSTANCE_TYPES, InstanceType
+from serving_facts.matching import BuildMatchError, match_build
 from stage_config.app import AppConfig
 from stage_config.endpoint import ComponentSettings, EndpointSettings, component_name
 

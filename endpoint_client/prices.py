@@ -35,8 +35,8 @@ from pydantic import Field, ValidationError, model_validator
 
 from endpoint_client.errors import EndpointClientError
 from model_build.app_config import format_validation_error
-from model_build.catalogue import INSTANCE_TYPES
-from model_build.settings import StrictModel
+from serving_facts.catalogue import INSTANCE_TYPES
+from serving_facts.settings import StrictModel
 
 SNAPSHOT_SCHEMA_VERSION = 1
 MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024

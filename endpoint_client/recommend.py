@@ -259,7 +259,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _instance_types(text: str, config_file: Path, model: Any, config: Any, endpoint: Any) -> list[Any]:
-    from model_build.catalogue import UnknownInstanceTypeError, instance_type
+    from serving_facts.catalogue import UnknownInstanceTypeError, instance_type
 
     names = [name.strip() for name in text.split(",")]
     most = int(limit("CreateInferenceRecommendationsJob", "InputConfig", "EndpointConfigurations", key="max"))
@@ -361,6 +361,7 @@ def _payload_inputs(args: argparse.Namespace, model: Any) -> dict[str, Any]:
 def deployments(args: argparse.Namespace, config: Any) -> tuple[list[Deployment], Any]:
     """The model as the stage deploys it, once per distinct artifact among the instance types."""
     from model_build.errors import ModelBuildError
+    from serving_facts.errors import ServingFactError
     from stacks.artifact_plan import model_artifact
     from stacks.container_environment import container_environment
     from stacks.stage_plan import plan_stage
@@ -384,7 +385,7 @@ def deployments(args: argparse.Namespace, config: Any) -> tuple[list[Deployment]
     for instance in instances:
         try:
             artifact = model_artifact(config, model, instance.name, PROJECT_ROOT)
-        except ModelBuildError as error:
+        except (ModelBuildError, ServingFactError) as error:
             raise InvalidInputError(f"--instance-types: {error}") from None
         if artifact.key not in built:
             raise InvalidInputError(

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from model_build.config_yaml import ConfigDocument, clip, read_config_document
 from model_build.errors import ModelBuildError
-from model_build.settings import ModelSettings
+from serving_facts.settings import ModelSettings
 
 # A hostile file can fail every field of a long list; list the first problems, count the rest.
 MAX_PROBLEMS = 50

@@ -40,7 +40,6 @@ REPORT_SCHEMA_VERSION = 1
 REPORT_NAME = "report.json"
 # The build's environment variable holding `tensorrt.accuracy.samples`' s3:// address (the local file's asset, or the
 # configured URI); the buildspec fetches it and passes it to the build check as --samples.
-SAMPLES_VARIABLE = "SAMPLES_URI"
 MAX_REPORT_BYTES = 4 * 1024 * 1024  # a report is a few kilobytes; refuse reading anything huge
 
 

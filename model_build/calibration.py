@@ -22,22 +22,21 @@ from pathlib import Path
 
 from model_build.atomic import atomic_path
 from model_build.errors import ModelBuildError
-from model_build.settings import ModelSettings
-
-SHIPPED_VARIABLE = "CALIBRATION_URI"
+from serving_facts.build_variables import CALIBRATION_URI
+from serving_facts.settings import ModelSettings
 
 
 def calibration_source(cache: str, shipped: str | None, where: str) -> str:
     """The s3:// URI to fetch the cache from, or a ModelBuildError saying why it cannot reach the build."""
     if shipped:
         if not shipped.startswith("s3://"):
-            raise ModelBuildError(f"{SHIPPED_VARIABLE}={shipped!r}: expected s3://bucket/key")
+            raise ModelBuildError(f"{CALIBRATION_URI}={shipped!r}: expected s3://bucket/key")
         return shipped
     if cache.startswith("s3://"):
         return cache
     raise ModelBuildError(
         f"{where}: tensorrt.calibration_cache {cache!r} is a file of the project, and this build was not given it "
-        f"({SHIPPED_VARIABLE} is not set): an INT8 engine built without its calibration cache is not calibrated. "
+        f"({CALIBRATION_URI} is not set): an INT8 engine built without its calibration cache is not calibrated. "
         "Give the cache as an s3:// URI the build can read, or use precision fp16"
     )
 
@@ -65,7 +64,7 @@ def fetch_calibration(settings: ModelSettings, out: Path, where: str, environ=os
     if settings.platform != "tensorrt_plan" or settings.tensorrt.precision != "int8":
         return None
     cache = settings.tensorrt.calibration_cache or ""
-    shipped = environ.get(SHIPPED_VARIABLE)
+    shipped = environ.get(CALIBRATION_URI)
     if not shipped and not cache.startswith("s3://") and Path(cache).is_file():
         return Path(cache)  # `build` on a workstation, from the project folder
     _download(calibration_source(cache, shipped, where), out)

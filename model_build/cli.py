@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 from model_build.commands import COMMAND_MODULES
 from model_build.errors import ToolError
+from serving_facts.errors import ServingFactError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,7 +92,7 @@ def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) 
             raise  # another pipe or socket: an unknown error, with its traceback
         _quiet_stdout()
         return 128 + signal.SIGPIPE
-    except ToolError as error:
+    except (ToolError, ServingFactError) as error:  # the shared facts' errors are the user's input too
         print(f"ERROR: {error}", file=sys.stderr)
         return 1
     except Terminated:

@@ -6,7 +6,7 @@ model and maps its inputs and outputs to ensemble tensors; the ensemble's own `i
 no step writes, its `output`s tensors it returns. An ensemble has no model file, but Triton loads a
 model only from a numeric version folder, so the folder gets an empty `1/`.
 
-Derived here (the team's design, model_build.settings.EnsembleSettings): inputs = tensors read by a
+Derived here (the team's design, serving_facts.settings.EnsembleSettings): inputs = tensors read by a
 step and written by none; outputs = tensors written and read by none. Each tensor's type and dims are
 those of the composing model's input or output it is mapped to, adjusted for batching the way Triton
 compares them (core `src/ensemble_scheduler/ensemble_utils.cc` ValidateTensorConsistency: a batching
@@ -32,7 +32,7 @@ from model_build.check.problems import Problem
 from model_build.check.schema import ENSEMBLE_PLATFORM, parse_config
 from model_build.errors import InvalidModelError, ModelBuildError
 from model_build.model_tree import model_name_problem, printable, read_config_text, writable_model_folder
-from model_build.settings import ModelSettings
+from serving_facts.settings import ModelSettings
 
 CONFIG_FILE = "config.pbtxt"
 VERSION_FOLDER = "1"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from model_build.atomic import write_atomically
 from model_build.errors import InvalidModelError, ModelBuildError
-from model_build.settings import PACKED_ENVIRONMENT_NAME, ModelSettings, path_within
+from serving_facts.settings import PACKED_ENVIRONMENT_NAME, ModelSettings, path_within
 
 PARAMETER = "EXECUTION_ENV_PATH"
 # model_build.check is imported in the functions that use it: it loads tritonclient.grpc (numpy, ml_dtypes,

@@ -1,12 +1,5 @@
-"""Content addresses of model artifacts.
-
-One function names every artifact, used by the CDK stacks at synth and by `model_build` in the
-build: an unchanged model maps to the same key (never rebuilt), and dev and prod, given the same
-model, release and GPU target, share the same bytes.
-
-digest = sha256(canonical JSON of {schema, source fingerprint, build settings, Triton release,
-GPU target[, an INT8 model's local calibration cache]}). Standard library only: imported by the CDK app and
-by the build image.
+"""File fingerprints of model sources: what identifies a model's source bytes (and an INT8 model's local calibration
+cache) in its content address (serving_facts.content_address.artifact_digest), without fetching anything remote.
 
 An ONNX source whose tensors live in external data files is fingerprinted with those files: they
 are served bytes too, and a key that ignored them would keep naming the old weights.
@@ -16,25 +9,16 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from model_build.errors import ModelBuildError
 from model_build.onnx_external import ExternalDataError, MalformedModelError, external_data
+from serving_facts.content_address import EXPORT_RECIPE_VERSION
 
 if TYPE_CHECKING:
-    from model_build.settings import ModelSettings, ModelSource
+    from serving_facts.settings import ModelSettings, ModelSource
 
-KEY_SCHEMA_VERSION = 1
-MODEL_PREFIX = "models/"
-# Under the model prefix so one grant covers both; "_" cannot start a model name, so no clash.
-MULTI_MODEL_PREFIX = "models/_multi-model/"
-# Bump when an export recipe (model_build export) changes what it produces.
-EXPORT_RECIPE_VERSION = 1
-# GPU target for artifacts that are not tied to a GPU architecture (ONNX Runtime, Python).
-PORTABLE_TARGET = "portable"
 _CHUNK = 1024 * 1024
 
 
@@ -111,17 +95,6 @@ def source_fingerprint(source: ModelSource, base_dir: Path) -> str:
     return f"export:{source.export}:v{EXPORT_RECIPE_VERSION}"
 
 
-def ensemble_source(composing_digests: Mapping[str, str]) -> str:
-    """The source fingerprint of an ensemble: the digests of its composing models' artifacts (name -> digest).
-
-    An ensemble's archive holds its composing model folders, so any change to one of them (its source,
-    settings or GPU target) must give the ensemble a new key; the ensemble's own settings (its steps) are
-    in `artifact_digest`'s build settings as for every model.
-    """
-    canonical = json.dumps(sorted(composing_digests.items()), separators=(",", ":"))
-    return f"ensemble:{hashlib.sha256(canonical.encode()).hexdigest()}"
-
-
 def int8_calibration_cache(settings: ModelSettings) -> str | None:
     """The `tensorrt.calibration_cache` the build reads (trtexec --calib, model_build.calibration): an INT8
     TensorRT model's; None for every other model (a cache beside another precision is not read)."""
@@ -144,41 +117,3 @@ def calibration_fingerprint(settings: ModelSettings, base_dir: Path) -> str | No
     if not path.is_file():
         raise FileNotFoundError(f"tensorrt.calibration_cache {cache!r} not found under {base_dir}")
     return f"file:{_source_file_sha256(path)}"
-
-
-def artifact_digest(
-    settings: ModelSettings, *, source: str, triton_release: str, gpu_target: str, calibration: str | None = None
-) -> str:
-    """sha256 hex of everything that determines the artifact's bytes. `calibration`: calibration_fingerprint's
-    value; absent from the payload when None, so the keys of models without a local INT8 cache are unchanged."""
-    payload = {
-        "schema": KEY_SCHEMA_VERSION,
-        "source": source,
-        "build": settings.build_fingerprint(),
-        "triton_release": triton_release,
-        "gpu_target": gpu_target if settings.needs_gpu_build else PORTABLE_TARGET,
-    }
-    if calibration is not None:
-        payload["calibration"] = calibration
-    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def model_artifact_key(model_name: str, digest: str) -> str:
-    """S3 key of a model's archive (the model folder at the archive root)."""
-    return f"{MODEL_PREFIX}{model_name}/{digest}/model.tar.gz"
-
-
-def uncompressed_model_prefix(model_name: str, digest: str) -> str:
-    """S3 prefix of a model's unpacked folder (SageMaker ModelDataSource, CompressionType None)."""
-    return f"{MODEL_PREFIX}{model_name}/{digest}/uncompressed/"
-
-
-def multi_model_prefix(model_keys: dict[str, str]) -> str:
-    """S3 prefix of a multi-model endpoint: holds `<name>.tar.gz` for each of its models.
-
-    Derived from the models' own keys, so a change to any model gives a new prefix (and a new
-    SageMaker Model), while an unchanged set keeps its prefix.
-    """
-    canonical = json.dumps(sorted(model_keys.items()), separators=(",", ":"))
-    return f"{MULTI_MODEL_PREFIX}{hashlib.sha256(canonical.encode()).hexdigest()}/"

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from model_build.errors import InvalidModelError
-from model_build.settings import MODEL_NAME_PATTERN
+from serving_facts.settings import MODEL_NAME_PATTERN
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9._+=@,-]+$")
 MODEL_NAME = re.compile(MODEL_NAME_PATTERN)

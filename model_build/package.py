@@ -45,7 +45,7 @@ from model_build.atomic import atomic_directory
 from model_build.errors import InvalidModelError, ModelBuildError
 from model_build.key import tree_sha256
 from model_build.model_tree import Entry, open_scanned, printable, refuse, scan_model_tree
-from model_build.settings import PACKED_ENVIRONMENT_NAME, REQUIREMENTS_NAME
+from serving_facts.settings import PACKED_ENVIRONMENT_NAME, REQUIREMENTS_NAME
 
 __all__ = [
     "CHUNK_SIZE",

@@ -13,7 +13,7 @@ refused. A scalar is served by ONNX Runtime as dims [1] without batching (onnxru
 it has no batch axis, and TensorRT configs cannot describe it (refused, proposing onnxruntime_onnx).
 
 Data types of a TensorRT model are the engine's, which depend on the Triton release's TensorRT and
-TensorRT backend (model_build.releases): on TensorRT 8.6 an INT64 input or output is INT32 in the
+TensorRT backend (serving_facts.releases): on TensorRT 8.6 an INT64 input or output is INT32 in the
 engine, so the config says TYPE_INT32; types no engine of the release carries are refused.
 
 `generate` is the one entry point that writes text: every config it returns has passed `check`.
@@ -28,8 +28,8 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from model_build.errors import InvalidModelError
 from model_build.onnx_inspect import DYNAMIC, ModelSignature, TensorSpec
-from model_build.releases import ANY_TENSORRT_CONFIG_TYPE, RELEASES, release
-from model_build.settings import ModelSettings, ShapeRange
+from serving_facts.releases import ANY_TENSORRT_CONFIG_TYPE, RELEASES, release
+from serving_facts.settings import ModelSettings, ShapeRange
 
 # Types every release's TensorRT engine carries unchanged: no release needs to be named for them.
 EVERY_RELEASE_TENSORRT_TYPE = frozenset.intersection(

@@ -21,12 +21,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from model_build.catalogue import UnknownInstanceTypeError, instance_type
 from model_build.errors import ModelBuildError
 from model_build.execution_env import execution_env_value, with_execution_env
-from model_build.matching import BuildMatchError, ReservedFleet, match_build
 from model_build.requirements_lock import read_locked_requirements
-from model_build.settings import ModelSettings
+from serving_facts.catalogue import UnknownInstanceTypeError, instance_type
+from serving_facts.errors import ServingFactError
+from serving_facts.matching import BuildMatchError, ReservedFleet, match_build
+from serving_facts.settings import ModelSettings
 
 if TYPE_CHECKING:
     from model_build.check.problems import Problem
@@ -80,7 +81,7 @@ def preflight_problems(
     if environment is not None and environment.requirements is not None:
         try:  # the build packs from it: every line must be locked (model_build.requirements_lock)
             read_locked_requirements(base_dir / environment.requirements, shown=environment.requirements)
-        except ModelBuildError as error:
+        except (ModelBuildError, ServingFactError) as error:
             problems.append(("environment.requirements", " ".join(str(error).splitlines())))
     if environment is not None and environment.archive is not None:
         problems += [("environment.archive", message) for message in _archive_problems(base_dir, environment.archive)]
@@ -109,7 +110,7 @@ def preflight_problems(
                 timing_cache=Path("timing.cache"),
                 calibration_cache=calibration,
             )
-    except ModelBuildError as error:
+    except (ModelBuildError, ServingFactError) as error:
         return [*problems, ("source.path", str(error))]
     # generate() ran the release's rules; the instance type adds the GPU rules (count, kind, compute capability).
     target_rules = check_model_config(
@@ -205,13 +206,13 @@ def python_config_problems(
         text = read_config_text(base_dir / settings.source.path / "config.pbtxt", shown)
     except FileNotFoundError:
         return [("source.path", f"{shown} does not exist: a python model's folder holds its own config.pbtxt")]
-    except ModelBuildError as error:
+    except (ModelBuildError, ServingFactError) as error:
         return [("source.path", str(error))]
     value = execution_env_value(settings)
     if value is not None:
         try:  # what `model_build config` will add must agree with what the folder's config says
             text = with_execution_env(text, value, shown)[0]
-        except ModelBuildError as error:
+        except (ModelBuildError, ServingFactError) as error:
             return [("environment", " ".join(str(error).splitlines()))]
     found = check_model_config(
         text, model_name=settings.name, instance_type=instance_type_name, triton_release=triton_release
@@ -354,7 +355,7 @@ def ensemble_preflight_problems(
                 base_dir=base_dir,
                 fleet=fleet,
             )
-        except (ModelBuildError, BuildMatchError, UnknownInstanceTypeError, OSError, UnicodeDecodeError):
+        except (ModelBuildError, ServingFactError, OSError, UnicodeDecodeError):
             return []  # the composing model's own preflight (or its source check) names the problem
         if text is None:
             return []
@@ -365,7 +366,7 @@ def ensemble_preflight_problems(
         ensemble_text = render_ensemble(build_ensemble_config(settings, composing_configs))
     except EnsembleStepError as error:
         return [(f"ensemble.steps[{error.step}].{error.field}", str(error))]
-    except ModelBuildError as error:
+    except (ModelBuildError, ServingFactError) as error:
         return [("ensemble", str(error))]
     problems = ensemble_problems_with(ensemble_text, settings.name, texts)
     return [(_step_field(problem, steps, settings.name), _shown(problem)) for problem in problems]

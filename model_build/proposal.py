@@ -15,13 +15,13 @@ from pydantic import ValidationError
 
 from model_build import pbtxt
 from model_build.app_config import format_validation_error
-from model_build.catalogue import V100, UnknownInstanceTypeError, instance_type
 from model_build.check import check_model_config
 from model_build.errors import ModelBuildError
-from model_build.matching import BuildMatchError, ReservedFleet, match_build
 from model_build.onnx_inspect import DYNAMIC, ModelSignature, TensorSpec, inspect_model, load_model
-from model_build.settings import ModelSettings
 from model_build.trt import trtexec_argv
+from serving_facts.catalogue import V100, UnknownInstanceTypeError, instance_type
+from serving_facts.matching import BuildMatchError, ReservedFleet, match_build
+from serving_facts.settings import ModelSettings
 
 # A guess for a dynamic axis that is not the batch: the user must set the range their requests use.
 DYNAMIC_AXIS_GUESS = {"min": 1, "opt": 128, "max": 512}
@@ -46,8 +46,8 @@ def _dim_params(onnx_path: Path) -> dict[str, tuple[str, ...]]:
 
 def _tensorrt_blocker(signature: ModelSignature, triton_release: str | None) -> str | None:
     """Why TensorRT cannot serve this graph (operators it cannot import, scalar tensors), or None."""
-    from model_build.releases import release
     from model_build.tensorrt_ops import unsupported_operators
+    from serving_facts.releases import release
 
     found = unsupported_operators(signature.operators, release(triton_release).tensorrt if triton_release else None)
     if found:
@@ -62,10 +62,10 @@ def _build_blocker(instance_type_name: str, triton_release: str | None, fleet: R
     """Why no CodeBuild build can make a TensorRT engine for this serving GPU, or None.
 
     An engine runs only on the GPU architecture that built it; CodeBuild's on-demand GPU builds offer only A10G
-    (SMALL) and V100 (LARGE), so ml.g4dn's T4 needs `build.fleet` (../shared/README.md, model_build/matching.py).
+    (SMALL) and V100 (LARGE), so ml.g4dn's T4 needs `build.fleet` (../shared/README.md, serving_facts/matching.py).
     Proposing TensorRT there would write a config that synth refuses. Without a release every known one is tried
     (ml.p3's V100 builds only up to 24.09)."""
-    from model_build.releases import RELEASES
+    from serving_facts.releases import RELEASES
 
     candidates = [triton_release] if triton_release else list(RELEASES)
     error: BuildMatchError | None = None

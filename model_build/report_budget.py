@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from model_build.settings import ModelSettings
+from serving_facts.settings import ModelSettings
 
 CHECK_CONCURRENCY = (1, 2, 4)
 CHECK_SECONDS = 5.0

@@ -14,8 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from model_build.errors import ModelBuildError
-from model_build.key import MODEL_PREFIX
-from model_build.settings import MODEL_NAME_PATTERN
+from serving_facts.content_address import MODEL_PREFIX
+from serving_facts.settings import MODEL_NAME_PATTERN
 
 ARTIFACT_KEY = re.compile(re.escape(MODEL_PREFIX) + MODEL_NAME_PATTERN[1:-1] + r"/[0-9a-f]{64}/model\.tar\.gz")
 Text = str  # control characters are stripped when printed (build_report.printable)

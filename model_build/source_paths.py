@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from model_build.config_yaml import clip
 
 if TYPE_CHECKING:
-    from model_build.settings import ModelSettings
+    from serving_facts.settings import ModelSettings
 
 # A Python-backend model folder holds a handful of files; an ONNX model is one file.
 MAX_SOURCE_ENTRIES = 5_000

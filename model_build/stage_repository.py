@@ -33,9 +33,9 @@ from model_build.errors import ModelBuildError
 from model_build.execution_env import ensure_execution_env
 from model_build.onnx_external import ExternalDataError, MalformedModelError, copy_with_external_data
 from model_build.onnx_inspect import inspect_model
-from model_build.releases import UnknownReleaseError, release
-from model_build.settings import ModelSettings
 from model_build.source_paths import model_source_problems
+from serving_facts.releases import UnknownReleaseError, release
+from serving_facts.settings import ModelSettings
 
 ONNX_FILE = "model.onnx"  # what endpoint_client.onnx_standin runs for an onnxruntime_onnx or tensorrt_plan model
 

@@ -3,7 +3,7 @@
 Flag spellings are TensorRT 10's trtexec (its `--help`; the 8.x -> 10.x migration guide replaced
 `--workspace=N` with `--memPoolSize=workspace:N`). `workspace:N` without a unit suffix is MiB in
 both TensorRT 8.6 and 10.x (10.x also accepts `4096M`), so the plain form serves every release in
-model_build.releases. Engines are tied to the TensorRT version and GPU architecture that built them
+serving_facts.releases. Engines are tied to the TensorRT version and GPU architecture that built them
 (TensorRT support matrix, ../shared/README.md), hence the GPU/TensorRT checks before a build.
 """
 
@@ -26,8 +26,8 @@ from model_build.atomic import atomic_path, write_atomically
 from model_build.errors import InvalidModelError, MissingToolError, ModelBuildError
 from model_build.key import file_sha256
 from model_build.onnx_inspect import DYNAMIC, ModelSignature
-from model_build.releases import same_tensorrt
-from model_build.settings import ModelSettings
+from serving_facts.releases import same_tensorrt
+from serving_facts.settings import ModelSettings
 
 # Not datetime.UTC (3.11): this module runs in the CodeBuild GPU build on the Triton image's Python 3.10
 # (model_build/buildspec.yml; tests/model_build/test_build_image_python.py).

@@ -8,16 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from model_build.catalogue import instance_type
-from model_build.key import (
-    PORTABLE_TARGET,
-    artifact_digest,
-    calibration_fingerprint,
-    ensemble_source,
-    source_fingerprint,
-)
-from model_build.matching import match_build
-from model_build.settings import ModelSettings
+from model_build.key import calibration_fingerprint, source_fingerprint
+from serving_facts.catalogue import instance_type
+from serving_facts.content_address import PORTABLE_TARGET, artifact_digest, ensemble_source
+from serving_facts.matching import match_build
+from serving_facts.settings import ModelSettings
 from stage_config import AppConfig
 from stage_config.endpoint import EndpointSettings
 from triton_cdk.artifact_keys import EndpointArtifacts, ModelArtifact
@@ -32,11 +27,11 @@ class PlannedEndpoint(EndpointArtifacts):
 
 def model_artifact(config: AppConfig, model: ModelSettings, instance_type_name: str, base_dir: Path) -> ModelArtifact:
     """`model`'s artifact when served on `instance_type_name`: its GPU target is the build matcher's choice
-    (model_build.matching, `build.fleet` included). The one computation of an artifact's key: the stacks and
+    (serving_facts.matching, `build.fleet` included). The one computation of an artifact's key: the stacks and
     `python -m model_build key --instance-type` both call it."""
     if model.is_ensemble:
         # Composing models are built for the endpoint's instance like any model it serves; the ensemble's key
-        # covers their digests, since its archive holds their folders (model_build.key.ensemble_source).
+        # covers their digests, since its archive holds their folders (serving_facts.content_address.ensemble_source).
         composing = tuple(
             model_artifact(config, config.model(name), instance_type_name, base_dir) for name in model.composing_models
         )

@@ -20,7 +20,7 @@ from constructs import Construct
 
 from model_build.key import int8_calibration_cache
 from model_build.onnx_external import external_data
-from model_build.settings import ModelSource
+from serving_facts.settings import ModelSource
 from stacks.artifact_stack import ArtifactImports, ArtifactStack, add_gpu_region_rule
 from stage_config import AppConfig
 from stage_config.loader import PROJECT_ROOT
@@ -41,6 +41,8 @@ MODEL_BUILD_DIR = PROJECT_ROOT / "model_build"
 # The build check (endpoint_client/build_check_cli.py) runs in TensorRT builds; model_build may not import
 # endpoint_client (docs/architecture.md), so the package goes to the build as a secondary source of its own.
 CHECK_SOURCE_DIR = PROJECT_ROOT / "endpoint_client"
+# The facts model_build shares with the constructs (issue #23 item 1): every build imports them.
+FACTS_SOURCE_DIR = PROJECT_ROOT / "serving_facts"
 
 
 class BuildStack(cdk.Stack):
@@ -127,6 +129,9 @@ class BuildStack(cdk.Stack):
         source = s3_assets.Asset(
             self, "ModelBuildSource", path=str(MODEL_BUILD_DIR), exclude=["__pycache__", "*.pyc", ".*"]
         )
+        facts_source = s3_assets.Asset(
+            self, "ServingFactsSource", path=str(FACTS_SOURCE_DIR), exclude=["__pycache__", "*.pyc", ".*"]
+        )
         # Only projects that build engines (a plan) run the build check; a CPU-only stage ships no check source.
         check_source = (
             s3_assets.Asset(
@@ -175,6 +180,7 @@ class BuildStack(cdk.Stack):
                 fleet_compute_type=build.fleet.compute_type if build.fleet else None,
                 in_serving_image=environment == PYTHON_ENVIRONMENT,
                 check_source=check_source if members[0].plan is not None else None,
+                facts_source=facts_source,
             )
 
     def _check_concurrency(self) -> None:

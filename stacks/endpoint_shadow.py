@@ -12,8 +12,8 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from model_build import drivers
-from model_build.catalogue import instance_type
+from serving_facts import drivers
+from serving_facts.catalogue import instance_type
 from stacks.artifact_plan import PlannedEndpoint
 from stacks.artifact_stack import ArtifactImports
 from stacks.container_environment import container_environment

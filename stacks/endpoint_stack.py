@@ -11,8 +11,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from model_build import drivers
-from model_build.catalogue import InstanceType, instance_type
+from serving_facts import drivers
+from serving_facts.catalogue import InstanceType, instance_type
 from stacks.artifact_plan import PlannedEndpoint
 from stacks.artifact_stack import ArtifactImports, ArtifactStack
 from stacks.async_endpoint import async_inference, scales_on_backlog, serve_async
@@ -95,7 +95,7 @@ def deployment_policy(settings: EndpointSettings) -> DeploymentPolicy:
 
 
 def inference_ami(settings: EndpointSettings, instance_type_name: str, triton_release: str) -> str | None:
-    """The GPU host AMI whose driver runs the release (model_build/drivers.py); None on CPU types."""
+    """The GPU host AMI whose driver runs the release (serving_facts/drivers.py); None on CPU types."""
     instance = instance_type(instance_type_name)
     if not instance.has_gpu:
         return None

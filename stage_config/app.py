@@ -12,10 +12,10 @@ from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
-from model_build import releases
-from model_build.catalogue import UnknownInstanceTypeError, instance_type
-from model_build.matching import BuildMatchError, match_build
-from model_build.settings import ModelSettings, StrictModel, repeated
+from serving_facts import releases
+from serving_facts.catalogue import UnknownInstanceTypeError, instance_type
+from serving_facts.matching import BuildMatchError, match_build
+from serving_facts.settings import ModelSettings, StrictModel, repeated
 from stage_config.api_limits import (
     ENDPOINT_NAME,
     ENVIRONMENT,
@@ -508,7 +508,7 @@ def _endpoint_problems(
                 f"{instance.gpu.compute_capability}); pick a newer GPU or an older triton_release",
             )
         )
-    if release_known and gpu_supported:  # the GPU host's driver (model_build/drivers.py)
+    if release_known and gpu_supported:  # the GPU host's driver (serving_facts/drivers.py)
         drivers = endpoint_driver_problems(endpoint, config.triton_release)
         problems += [(f"{path}.{field}", message) for field, message in drivers]
     # An ensemble's composing models run on this endpoint's instances too.

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, PositiveInt, model_validator
 
-from model_build.settings import StrictModel
+from serving_facts.settings import StrictModel
 from stage_config.api_limits import MAX_INSTANCE_COUNT as _MAX_INSTANCES
 from triton_cdk.api_limits import MAX_CONCURRENT_INVOCATIONS
 from triton_cdk.serving.async_inference import (

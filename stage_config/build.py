@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
-from model_build.settings import StrictModel
+from serving_facts.settings import StrictModel
 from stage_config.api_limits import BUILD_TIMEOUT_MINUTES, QUEUED_TIMEOUT_MINUTES
 
 if TYPE_CHECKING:
@@ -136,8 +136,8 @@ class BuildSettings(StrictModel):
 
 def build_region_problems(config: AppConfig) -> list[tuple[str, str]]:
     """(field path, message) for GPU builds the stage's region cannot run (only when `region` is set)."""
-    from model_build.catalogue import UnknownInstanceTypeError, instance_type
-    from model_build.matching import BuildMatchError, match_build
+    from serving_facts.catalogue import UnknownInstanceTypeError, instance_type
+    from serving_facts.matching import BuildMatchError, match_build
     from triton_cdk.artifact_build.gpu_regions import gpu_build_region_problem
 
     if not config.region or config.promote_from:  # a promoting stage never builds

@@ -3,17 +3,17 @@
 The build stack (stacks/build_stack.py) has one CodeBuild project per build environment and one build per
 distinct artifact (triton_cdk.artifact_build.requests.artifact_requests: one request per artifact key, an
 ensemble's composing models included). The artifact key is the model's name and digest, and within one stage
-the digest differs only by the GPU target the model is built for (model_build.key.artifact_digest; an
+the digest differs only by the GPU target the model is built for (serving_facts.content_address.artifact_digest; an
 ensemble's by its composing models' digests). This module counts the same keys from the config alone, without
 CDK or hashing the sources.
 """
 
 from __future__ import annotations
 
-from model_build.catalogue import UnknownInstanceTypeError, instance_type
-from model_build.key import PORTABLE_TARGET
-from model_build.matching import BuildMatchError, match_build
-from model_build.settings import ModelSettings
+from serving_facts.catalogue import UnknownInstanceTypeError, instance_type
+from serving_facts.content_address import PORTABLE_TARGET
+from serving_facts.matching import BuildMatchError, match_build
+from serving_facts.settings import ModelSettings
 from stage_config.app import AppConfig
 from triton_cdk.artifact_build.requests import environment_name, packs_python_environment
 

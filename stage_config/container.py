@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from model_build.config_yaml import clip
-from model_build.settings import StrictModel
+from serving_facts.settings import StrictModel
 from stage_config import triton_metrics
 from stage_config.api_limits import (
     ENVIRONMENT_KEY,

@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
-from model_build import drivers
-from model_build.catalogue import InstanceType, UnknownInstanceTypeError, instance_type
 from model_build.config_yaml import clip
-from model_build.settings import MODEL_NAME_PATTERN, StrictModel, repeated
+from serving_facts import drivers
+from serving_facts.catalogue import InstanceType, UnknownInstanceTypeError, instance_type
+from serving_facts.settings import MODEL_NAME_PATTERN, StrictModel, repeated
 from stage_config.api_limits import (
     CANARY_PERCENT,
     ENDPOINT_NAME,
@@ -699,7 +699,7 @@ class EndpointSettings(StrictModel):
         description="What the endpoint serves: names from models:, each once (1-200); exactly one in single_model.",
     )
     instance_type: str = Field(
-        description="Instance type of the primary variant, from the instance catalogue (model_build/catalogue.py); "
+        description="Instance type of the primary variant, from the instance catalogue (serving_facts/catalogue.py); "
         "CPU types get the -py3-cpu image."
     )
     initial_instance_count: PositiveInt = Field(
@@ -800,7 +800,7 @@ class EndpointSettings(StrictModel):
     inference_ami_version: str | None = Field(
         default=None,
         description="GPU host AMI (ProductionVariant.InferenceAmiVersion). Default: the newest AMI whose "
-        "driver runs triton_release (model_build/drivers.py).",
+        "driver runs triton_release (serving_facts/drivers.py).",
     )
 
     @model_validator(mode="before")
@@ -1030,7 +1030,7 @@ def _rollback_timing_problem(endpoint: EndpointSettings) -> str | None:
 
 
 def _volume_problem(endpoint: EndpointSettings) -> str | None:
-    """VolumeSizeInGB is refused on NVMe-only types (model_build/catalogue.py, `nvme_storage_only`)."""
+    """VolumeSizeInGB is refused on NVMe-only types (serving_facts/catalogue.py, `nvme_storage_only`)."""
     if endpoint.volume_size_gb is None:
         return None
     names = [endpoint.instance_type, *(v.instance_type for v in endpoint.extra_variants)]

@@ -2,7 +2,7 @@
 
 Nothing here raises anything but ConfigError for bad input: the file is read by the bounded YAML
 reader (model_build.config_yaml: duplicate keys, encodings, alias bombs, tags, depth, size), the
-schema is strict and bounded (model_build.settings.StrictModel), and the rules that join several
+schema is strict and bounded (serving_facts.settings.StrictModel), and the rules that join several
 parts of the file, the local source paths and CloudFormation's per-stack limit come after.
 """
 

@@ -17,7 +17,7 @@ from pydantic import Field, PositiveInt, ValidationError, field_validator, model
 
 from model_build.app_config import format_validation_error
 from model_build.config_yaml import clip
-from model_build.settings import StrictModel, repeated
+from serving_facts.settings import StrictModel, repeated
 from stage_config.api_limits import PIPELINE_NAME
 from stage_config.app import ACCOUNT_PATTERN, REGION_PATTERN, STAGE_PATTERN, AppConfig
 from stage_config.loader import CONFIG_DIR, PROJECT_ROOT, ConfigError, load_stage, read_document, shown_path

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, PositiveInt
 
-from model_build.settings import StrictModel
+from serving_facts.settings import StrictModel
 from stage_config.api_limits import MAX_INSTANCE_COUNT, MAX_VARIANT_NAME_LENGTH, VARIANT_NAME
 from triton_cdk.serving.shadow import DEFAULT_SHADOW_VARIANT_NAME, SAMPLING_PERCENT
 

@@ -10,9 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model_build.key import PORTABLE_TARGET, model_artifact_key, multi_model_prefix, uncompressed_model_prefix
-from model_build.matching import BuildPlan
-from model_build.settings import ModelSettings
+from serving_facts.content_address import (
+    PORTABLE_TARGET,
+    model_artifact_key,
+    multi_model_prefix,
+    uncompressed_model_prefix,
+)
+from serving_facts.matching import BuildPlan
+from serving_facts.settings import ModelSettings
 
 
 @dataclass(frozen=True)

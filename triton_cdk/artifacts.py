@@ -14,7 +14,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from model_build.key import MODEL_PREFIX
+from serving_facts.content_address import MODEL_PREFIX
 from triton_cdk.errors import InvalidPropsError
 from triton_cdk.grants import grant_statements
 from triton_cdk.guard import acknowledge_guard, restrict_grants_to_aws_services

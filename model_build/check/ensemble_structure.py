@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from model_build.check.problems import Problem
 from model_build.check.schema import ENSEMBLE_PLATFORM, ModelConfig
-from model_build.settings import MAX_STEP_TENSORS
+from serving_facts.settings import MAX_STEP_TENSORS
 
 
 @dataclass(eq=False)

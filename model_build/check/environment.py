@@ -38,7 +38,7 @@ from model_build.check.schema import PYTHON_BACKEND, ModelConfig
 from model_build.config_yaml import clip
 from model_build.errors import ModelBuildError
 from model_build.requirements_lock import read_locked_requirements
-from model_build.settings import PACKED_ENVIRONMENT_NAME, REQUIREMENTS_NAME
+from serving_facts.settings import PACKED_ENVIRONMENT_NAME, REQUIREMENTS_NAME
 
 RULE = "execution-env"
 FIELD = "parameters.EXECUTION_ENV_PATH"

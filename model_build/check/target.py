@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model_build.catalogue import instance_type as lookup_instance_type
-from model_build.releases import release as lookup_release
-from model_build.releases import supports_compute_capability
+from serving_facts.catalogue import instance_type as lookup_instance_type
+from serving_facts.releases import release as lookup_release
+from serving_facts.releases import supports_compute_capability
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@
 From triton-inference-server/tensorrt_backend (branches r23.12 .. r26.05, read on 2026-11-24):
 - `src/instance_state.cc`: every model instance must be a GPU instance ("TensorRT backend supports
   only GPU device"); KIND_MODEL needs the multi-device build, which no release in
-  model_build.releases has.
+  serving_facts.releases has.
 - `src/instance_state.cc` `ValidateIO` / `ValidateIOHelper`: every input and output data type must map
-  to a TensorRT type (`ConvertDataTypeToTrtType`, which differs per release: see model_build.releases).
+  to a TensorRT type (`ConvertDataTypeToTrtType`, which differs per release: see serving_facts.releases).
 
 Both run when Triton creates the model, after the config was accepted at load time.
 """
@@ -19,7 +19,7 @@ from tritonclient.grpc import model_config_pb2 as pb
 from model_build.check.problems import Problem
 from model_build.check.schema import TENSORRT_PLATFORM, ModelConfig
 from model_build.check.target import Target
-from model_build.releases import ANY_TENSORRT_CONFIG_TYPE, release
+from serving_facts.releases import ANY_TENSORRT_CONFIG_TYPE, release
 
 InstanceKind = pb.ModelInstanceGroup.Kind
 

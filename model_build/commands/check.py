@@ -10,12 +10,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from model_build.catalogue import UnknownInstanceTypeError
 from model_build.check import check_repository
 from model_build.errors import ModelBuildError
 from model_build.package import pending_environments
-from model_build.releases import UnknownReleaseError
-from model_build.settings import PACKED_ENVIRONMENT_NAME
+from serving_facts.catalogue import UnknownInstanceTypeError
+from serving_facts.releases import UnknownReleaseError
+from serving_facts.settings import PACKED_ENVIRONMENT_NAME
 
 NAME = "check"
 HELP = (

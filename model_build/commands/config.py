@@ -21,9 +21,9 @@ from model_build.ensemble_config import write_ensemble
 from model_build.errors import ModelBuildError
 from model_build.execution_env import ensure_execution_env
 from model_build.onnx_inspect import inspect_model
-from model_build.releases import UnknownReleaseError, release
-from model_build.settings import ModelSettings
 from model_build.stage_repository import write_onnx_model
+from serving_facts.releases import UnknownReleaseError, release
+from serving_facts.settings import ModelSettings
 
 NAME = "config"
 HELP = (

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from model_build.errors import ModelBuildError
-from model_build.settings import EXPORTABLE_MODELS
+from serving_facts.settings import EXPORTABLE_MODELS
 
 NAME = "export"
 HELP = "Export a reference model (resnet50, yolov5s, bert_base) to ONNX with a dynamic batch axis."

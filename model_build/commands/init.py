@@ -15,7 +15,7 @@ from model_build.app_config import load_model_settings, read_yaml
 from model_build.atomic import write_atomically
 from model_build.errors import ModelBuildError
 from model_build.proposal import Proposal, propose_model
-from model_build.settings import MODEL_NAME_PATTERN
+from serving_facts.settings import MODEL_NAME_PATTERN
 
 NAME = "init"
 HELP = "Propose a models: entry for an ONNX file (inputs, batching, TensorRT shapes), checked like the build."
@@ -84,7 +84,7 @@ def append_entry(config: Path, proposal: Proposal) -> None:
 
 @dataclass(frozen=True)
 class _Fleet:
-    """The stage file's build.fleet, as model_build.matching reads it (the app validates the rest at synth)."""
+    """The stage file's build.fleet, as serving_facts.matching reads it (the app validates the rest at synth)."""
 
     arn: str
     gpu: str

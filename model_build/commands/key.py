@@ -17,14 +17,15 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from model_build.catalogue import UnknownInstanceTypeError, instance_type
 from model_build.config_yaml import clip
 from model_build.errors import ModelBuildError
-from model_build.key import PORTABLE_TARGET, SourceError, model_artifact_key
-from model_build.matching import BuildMatchError
+from model_build.key import SourceError
+from serving_facts.catalogue import UnknownInstanceTypeError, instance_type
+from serving_facts.content_address import PORTABLE_TARGET, model_artifact_key
+from serving_facts.matching import BuildMatchError
 
 if TYPE_CHECKING:
-    from model_build.settings import ModelSettings
+    from serving_facts.settings import ModelSettings
     from stage_config import AppConfig
 
 NAME = "key"

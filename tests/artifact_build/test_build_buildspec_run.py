@@ -103,7 +103,7 @@ def buildspec_script() -> str:
 
 
 def settings_document(platform: str = "tensorrt_plan") -> str:
-    from model_build.settings import ModelSettings
+    from serving_facts.settings import ModelSettings
     from triton_cdk.artifact_keys import ModelArtifact
 
     model = ModelSettings.model_validate(
@@ -126,6 +126,7 @@ def run_buildspec(tmp_path, s3, make_bucket, aws_env):
             **os.environ,
             "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
             "CODEBUILD_SRC_DIR": str(PROJECT_ROOT / "model_build"),
+            "CODEBUILD_SRC_DIR_serving_facts": str(PROJECT_ROOT / "serving_facts"),
             "CODEBUILD_SRC_DIR_endpoint_client": str(check_source),
             "CHECK_LOG": str(tmp_path / "check-args.json"),
             "TRITONSERVER": str(tmp_path / "bin" / "tritonserver"),

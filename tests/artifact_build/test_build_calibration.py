@@ -23,8 +23,9 @@ from synth_helpers import synth_stage
 from test_build_buildspec_run import KEY, run_buildspec  # noqa: F401 (a fixture)
 
 from model_build import preflight
-from model_build.key import artifact_digest, calibration_fingerprint
-from model_build.settings import ModelSettings
+from model_build.key import calibration_fingerprint
+from serving_facts.content_address import artifact_digest
+from serving_facts.settings import ModelSettings
 from stacks.artifact_plan import endpoint_artifacts
 from stage_config import load_stage
 from triton_cdk.artifact_build.requests import build_config_document
@@ -200,7 +201,7 @@ def test_synth_accepts_int8_caches_that_reach_the_build():
 @pytest.mark.parametrize("cache", ["s3://caches", "s3://caches/", "s3://Caches/c.cache", "s3://caches/c?x=1"])
 def test_synth_refuses_an_s3_cache_that_is_not_an_object(cache):
     """The grant names an object ARN (bucket and key; S3 bucket naming rules: lower case, 3-63 characters), the
-    form `source.s3_uri` must have too (model_build/settings.py)."""
+    form `source.s3_uri` must have too (serving_facts/settings.py)."""
     problems = preflight._calibration_problems(_int8(cache))
     assert [field for field, _ in problems] == ["tensorrt.calibration_cache"]
     assert "is not an S3 object: give s3://bucket/key" in problems[0][1]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from model_build.catalogue import INSTANCE_TYPES, instance_type
-from model_build.matching import BuildMatchError, match_build
+from serving_facts.catalogue import INSTANCE_TYPES, instance_type
+from serving_facts.matching import BuildMatchError, match_build
 from stage_config.build import ReservedFleet
 
 FLEET_ARN = "arn:aws:codebuild:us-east-1:111111111111:fleet/t4-fleet:abc"

@@ -399,18 +399,36 @@ def test_engine_builds_get_the_build_check_as_a_secondary_source_they_may_read(m
     """CodeBuild User Guide, "Multiple input sources and output artifacts sample": a secondary source has a
     `sourceIdentifier` and is installed in $CODEBUILD_SRC_DIR_<sourceIdentifier> (the buildspec links
     $CODEBUILD_SRC_DIR_endpoint_client); the role reads it as it reads the primary source (S3 GetObject on the
-    asset's object, GetBucketAcl/GetBucketLocation on its bucket). Projects that build no engine get none."""
+    asset's object, GetBucketAcl/GetBucketLocation on its bucket). Every project also gets serving_facts, the facts
+    model_build imports (issue #23 item 1); projects that build no engine get no check."""
     for key, project in projects(mixed).items():
         properties = project["Properties"]
         name = key.removeprefix("Build")[:-8]
+        by_identifier = {source["SourceIdentifier"]: source for source in properties["SecondarySources"]}
         if name == "Package":
-            assert "SecondarySources" not in properties
+            assert set(by_identifier) == {"serving_facts"}
             continue
-        (secondary,) = properties["SecondarySources"]
-        assert (secondary["Type"], secondary["SourceIdentifier"]) == ("S3", "endpoint_client")
+        assert set(by_identifier) == {"serving_facts", "endpoint_client"}
+        secondary = by_identifier["endpoint_client"]
+        assert secondary["Type"] == "S3"
         location = json.dumps(secondary["Location"])
         object_key = re.search(r"[0-9a-f]{64}\.zip", location).group(0)
         assert object_key != re.search(r"[0-9a-f]{64}\.zip", json.dumps(properties["Source"]["Location"])).group(0)
+        readable = next(s for s in statements(mixed, f"Build{name}Policy") if s["Sid"] == "ReadBuildSources")
+        assert object_key in json.dumps(readable["Resource"])
+
+
+def test_every_build_reads_the_shared_facts_as_a_secondary_source(mixed):
+    """model_build imports serving_facts (issue #23 item 1): each project ships it as the secondary source
+    `serving_facts` (the buildspec links $CODEBUILD_SRC_DIR_serving_facts) and its role may read that object."""
+    from stacks.build_stack import FACTS_SOURCE_DIR
+
+    assert (FACTS_SOURCE_DIR / "catalogue.py").is_file() and FACTS_SOURCE_DIR.name == "serving_facts"
+    for key, project in projects(mixed).items():
+        properties = project["Properties"]
+        [facts] = [s for s in properties["SecondarySources"] if s["SourceIdentifier"] == "serving_facts"]
+        object_key = re.search(r"[0-9a-f]{64}\.zip", json.dumps(facts["Location"])).group(0)
+        name = key.removeprefix("Build")[:-8]
         readable = next(s for s in statements(mixed, f"Build{name}Policy") if s["Sid"] == "ReadBuildSources")
         assert object_key in json.dumps(readable["Resource"])
 
@@ -570,8 +588,8 @@ def test_buildspec_model_build_calls_parse_with_the_cli():
 @pytest.mark.parametrize("release", ["23.12", "24.05", "24.09", "25.04", "26.05"])
 def test_expected_tensorrt_matches_what_trtexecs_banner_can_show(release):
     """`build --expect-tensorrt` compares with trtexec's banner, which carries major.minor.patch only."""
-    from model_build.releases import same_tensorrt, tensorrt_version
     from model_build.trt import tensorrt_version_from_banner
+    from serving_facts.releases import same_tensorrt, tensorrt_version
     from triton_cdk.artifact_build.requests import expected_tensorrt
 
     major, minor, patch = (int(p) for p in tensorrt_version(release).split(".")[:3])

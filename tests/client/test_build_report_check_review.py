@@ -27,7 +27,7 @@ from endpoint_client.build_check import MAX_GENERATED_BYTES, opt_inputs
 from endpoint_client.build_tune import tune
 from endpoint_client.errors import InvalidInputError, LocalEndpointError
 from model_build import cli as model_build_cli
-from model_build.settings import ModelSettings
+from serving_facts.settings import ModelSettings
 
 MODEL = "segments"
 

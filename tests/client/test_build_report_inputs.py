@@ -15,7 +15,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from endpoint_client.build_check import check_samples, opt_inputs
 from endpoint_client.build_tune import Candidate, candidates, config_lines
 from endpoint_client.errors import InvalidInputError
-from model_build.settings import ModelSettings
+from serving_facts.settings import ModelSettings
 
 
 def _config() -> mc.ModelConfig:

@@ -212,7 +212,7 @@ def test_compare_multi_model_reference_layout(tmp_path: Path, capsys) -> None:
             }
             for m in ("resnet50", "yolov5s", "bert_base")
         ]
-        # T4 engines are built on a reserved-capacity fleet of T4 hosts (model_build.matching.match_build).
+        # T4 engines are built on a reserved-capacity fleet of T4 hosts (serving_facts.matching.match_build).
         data["build"] = {"fleet": {"arn": "arn:aws:codebuild:us-east-1:111111111111:fleet/t4:1", "gpu": "T4"}}
 
     config = stage_file(tmp_path, three_single)

@@ -17,7 +17,7 @@ from endpoint_client.prices import (
     SnapshotPrices,
     default_snapshot_path,
 )
-from model_build.catalogue import INSTANCE_TYPES
+from serving_facts.catalogue import INSTANCE_TYPES
 
 ARTICLE = "https://aws.amazon.com/blogs/machine-learning/run-multiple-deep-learning-models-on-gpu-with-amazon-sagemaker-multi-model-endpoints/"
 

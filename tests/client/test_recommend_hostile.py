@@ -3,7 +3,7 @@ option (exit 2); never a traceback, never an AWS call (every case is a --dry-run
 
 Ranges: ModelLatencyThreshold.ValueInMilliseconds is an Integer (botocore); an SLO over 60 s means nothing for a
 real-time endpoint (InvokeEndpoint answers within 60 s). Traffic: "Run a custom load test" (users 1-3, spawn rate 0-3,
-phase 120-3600 s). Instance types: model_build/catalogue.py and botocore's ProductionVariantInstanceType enum.
+phase 120-3600 s). Instance types: serving_facts/catalogue.py and botocore's ProductionVariantInstanceType enum.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from test_recommend_request import CONFIG_PBTXT, argv
 
 from endpoint_client import recommend
 from endpoint_client.cli import main
-from model_build.catalogue import INSTANCE_TYPES
+from serving_facts.catalogue import INSTANCE_TYPES
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import re
 
 from contract_helpers import ShippedTemplate, listed, logical_id_of, resources_of, seconds_to_alarm
 
-from model_build.catalogue import INSTANCE_TYPES
+from serving_facts.catalogue import INSTANCE_TYPES
 
 NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 

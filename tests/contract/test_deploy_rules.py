@@ -26,7 +26,7 @@ import yaml
 from contract_helpers import ShippedTemplate, logical_id_of, resources_of
 from synth_helpers import CONFIG_DIR, EXAMPLES_CONFIG_DIR, config_folder, synth_stage
 
-from model_build.catalogue import INSTANCE_TYPES
+from serving_facts.catalogue import INSTANCE_TYPES
 from stacks.artifact_stack import SHARED_EXPORTS
 from triton_cdk.artifact_build.gpu_regions import GPU_BUILD_REGIONS, gpu_build_regions
 

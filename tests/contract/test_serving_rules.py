@@ -11,8 +11,8 @@ import re
 
 from contract_helpers import ShippedTemplate, listed, logical_id_of, resources_of, seconds_to_alarm, statements_of
 
-from model_build import drivers
-from model_build.catalogue import INSTANCE_TYPES
+from serving_facts import drivers
+from serving_facts.catalogue import INSTANCE_TYPES
 
 SERVICE_CONDITIONS = ("aws:SourceAccount", "aws:SourceArn")
 IMAGE_RELEASE = re.compile(r"sagemaker-tritonserver:(\d\d\.\d\d)-py3")
@@ -150,7 +150,7 @@ def test_every_gpu_variant_pins_an_ami_whose_driver_runs_the_release(shipped_tem
     """SageMaker hosts keep driver 470 (CUDA 11.4) on g4dn/g5/p4d without an InferenceAmiVersion (SageMaker "Best
     practices to minimize interruptions during GPU driver upgrades"); a Triton release needs a driver of at least
     its CUDA version (aws/deep-learning-containers#4990). The AMIs' drivers: ProductionVariant API reference
-    (model_build/drivers.py)."""
+    (serving_facts/drivers.py)."""
     checked = 0
     for shipped in _with(shipped_templates, "AWS::SageMaker::EndpointConfig"):
         release = _release(shipped.template)

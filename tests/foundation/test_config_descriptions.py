@@ -1,5 +1,5 @@
 """Every field of the configuration schemas says what it does: config/<stage>.yaml (`AppConfig`, with the model
-settings of model_build/settings.py) and config/pipeline.yaml (`PipelineConfig`), walked recursively through every
+settings of serving_facts/settings.py) and config/pipeline.yaml (`PipelineConfig`), walked recursively through every
 nested model, list, mapping and optional."""
 
 from __future__ import annotations

@@ -243,7 +243,7 @@ def test_bucket_policy_size_per_reader_account_is_what_the_bound_assumes():
 
 def test_long_lists_do_not_stall(tmp_path):
     """The duplicate checks were O(n^2) (list.count per item); 20 000 names now take milliseconds."""
-    from model_build.settings import repeated
+    from serving_facts.settings import repeated
 
     started = time.monotonic()
     assert repeated([f"m{i}" for i in range(200_000)] + ["m7"]) == ["m7"]

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 from pydantic import Field
 
-from model_build.settings import StrictModel
+from serving_facts.settings import StrictModel
 from stage_config import endpoint_props
 from stage_config.endpoint import AlarmSettings, CopyScalingSettings, MetricsSettings
 from stage_config.props import PROPS_MAPS, PropsMap, unmapped

@@ -21,7 +21,7 @@ sys.path.insert(0, str(PROJECT_ROOT / "tests" / "model_build"))
 from onnx_fixtures import dynamic_batch_model
 
 MARKER = "<!-- doctest -->"
-LINKED = ("model_build", "triton_cdk", "stacks", "endpoint_client", "app.py", "cdk.json", ".venv")
+LINKED = ("serving_facts", "model_build", "triton_cdk", "stacks", "endpoint_client", "app.py", "cdk.json", ".venv")
 PAGES = [PROJECT_ROOT / "README.md", *sorted((PROJECT_ROOT / "docs").glob("*.md"))]
 
 

@@ -6,8 +6,8 @@ import functools
 
 import pytest
 
-from model_build import releases
-from model_build.catalogue import INSTANCE_TYPES, UnknownInstanceTypeError, instance_type
+from serving_facts import releases
+from serving_facts.catalogue import INSTANCE_TYPES, UnknownInstanceTypeError, instance_type
 from triton_cdk.images import _table, known_triton_releases, triton_image
 
 

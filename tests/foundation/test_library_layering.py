@@ -1,5 +1,6 @@
 """The construct library does not reach back into the app: importing its modules loads neither `stacks/`
-nor the app's config schema (`stage_config`), nor the build's CLI (`model_build.cli`, `model_build.commands`).
+nor the app's config schema (`stage_config`), nor any module of the build (`model_build`, its CLI least of all):
+the facts the constructs share with the build come from `serving_facts`, which imports nothing else of ours.
 The app maps its config to the constructs' props."""
 
 from __future__ import annotations
@@ -48,9 +49,10 @@ import importlib, json, sys
 from pathlib import Path
 
 root, prefix = Path(sys.argv[1]), Path(sys.prefix).resolve()
-# The app (stacks, its config schema) and the build's CLI (issue #23: importing the constructs must not import it).
-is_app = lambda name: name in ("stacks", "stage_config", "model_build.cli", "model_build.commands") or (
-    name.startswith(("stacks.", "stage_config.", "model_build.commands."))
+# The app (stacks, its config schema) and the build (issue #23: the constructs take the facts they share with the
+# build from serving_facts, so importing them loads no model_build module, its CLI least of all).
+is_app = lambda name: name in ("stacks", "stage_config", "model_build") or (
+    name.startswith(("stacks.", "stage_config.", "model_build."))
 )
 
 def ours(module):
@@ -132,28 +134,31 @@ def test_the_config_schema_never_imports_the_stacks():
 
 
 def test_every_command_error_is_a_tool_error():
-    """One hierarchy: `run_cli` prints a ToolError as one line (no traceback); model_build's value-style errors
-    are ModelBuildErrors too, and endpoint_client's share the neutral base, not model_build's."""
+    """One hierarchy: `run_cli` prints a ToolError, or a shared fact's ServingFactError, as one line (no traceback);
+    model_build's value-style errors are ModelBuildErrors, the facts' errors ServingFactErrors (also ValueErrors),
+    and endpoint_client's share the neutral base, not model_build's."""
     probe = (
-        "import inspect, model_build, endpoint_client.errors as e, model_build.errors as m\n"
-        "import model_build.catalogue, model_build.drivers, model_build.key, model_build.matching, "
-        "model_build.onnx_external, model_build.releases\n"
-        "mods = [model_build.catalogue, model_build.drivers, model_build.key, model_build.matching, "
-        "model_build.onnx_external, model_build.releases]\n"
-        "bad = [c.__name__ for mod in mods for _, c in inspect.getmembers(mod, inspect.isclass) "
-        "if c.__module__ == mod.__name__ and issubclass(c, Exception) and not issubclass(c, m.ModelBuildError)]\n"
+        "import inspect, pkgutil, importlib, model_build, serving_facts, endpoint_client.errors as e\n"
+        "import model_build.errors as m, serving_facts.errors as f, model_build.key, model_build.onnx_external\n"
+        "facts = [importlib.import_module(i.name) for i in pkgutil.iter_modules(serving_facts.__path__, "
+        "'serving_facts.')]\n"
+        "def bad(mods, base):\n"
+        "    return [c.__name__ for mod in mods for _, c in inspect.getmembers(mod, inspect.isclass) "
+        "if c.__module__ == mod.__name__ and issubclass(c, Exception) and not issubclass(c, base)]\n"
         "client = e.EndpointClientError\n"
-        "print(bad, issubclass(client, m.ToolError), issubclass(client, m.ModelBuildError))"
+        "print(bad([model_build.key, model_build.onnx_external], m.ModelBuildError), bad(facts, f.ServingFactError), "
+        "issubclass(f.ServingFactError, ValueError), issubclass(client, m.ToolError), "
+        "issubclass(client, m.ModelBuildError))"
     )
     env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
     result = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip() == "[] True False"
+    assert result.stdout.strip() == "[] [] True True False"
 
 
 def _ours_imported_by(folder: str) -> dict[str, set[str]]:
     """File -> the top-level packages of this project it imports (anywhere in the file)."""
-    ours = {"triton_cdk", "stacks", "stage_config", "model_build", "endpoint_client"}
+    ours = {"triton_cdk", "stacks", "stage_config", "model_build", "endpoint_client", "serving_facts"}
     found = {}
     for path in sorted((PROJECT_ROOT / folder).rglob("*.py")):
         if "handlers" in path.parts:
@@ -168,7 +173,10 @@ def test_the_package_table_of_docs_architecture_holds():
     """docs/architecture.md "Packages and what each may import": model_build imports nothing of ours but in its `key`
     command (inside the function: test below), the stacks take from the client only the smoke plan they write, the
     config schema only the client's payload limit."""
-    assert _ours_imported_by("model_build") == {"model_build/commands/key.py": {"stacks", "stage_config"}}
+    beyond_facts = {path: mods - {"serving_facts"} for path, mods in _ours_imported_by("model_build").items()}
+    assert {path: mods for path, mods in beyond_facts.items() if mods} == {
+        "model_build/commands/key.py": {"stacks", "stage_config"}
+    }
     stacks_to_client = {
         m
         for path in sorted((PROJECT_ROOT / "stacks").rglob("*.py"))
@@ -183,7 +191,9 @@ def test_the_package_table_of_docs_architecture_holds():
         if m.split(".")[0] == "endpoint_client"
     }
     assert config_to_client <= {"endpoint_client.limits"}
-    assert {m for modules in _ours_imported_by("triton_cdk").values() for m in modules} <= {"model_build"}
+    # The constructs take the shared facts from serving_facts, nothing from model_build (issue #23 item 1).
+    assert {m for modules in _ours_imported_by("triton_cdk").values() for m in modules} <= {"serving_facts"}
+    assert _ours_imported_by("serving_facts") == {}
 
 
 def _module_level_imports(path: Path) -> set[str]:
@@ -221,6 +231,22 @@ def test_importing_model_build_loads_no_cdk():
         "        importlib.import_module(info.name)\n"
         "print(sorted({n.split('.')[0] for n in sys.modules} & {'aws_cdk', 'jsii', 'stacks', 'stage_config', "
         "'triton_cdk', 'endpoint_client'}))"
+    )
+    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    result = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[]"
+
+
+def test_the_shared_facts_load_no_cli_no_cdk_and_nothing_else_of_ours():
+    """serving_facts (issue #23 item 1): every module imports with nothing of this project but itself and no aws_cdk,
+    so the constructs, the app and the build image (without the CDK) all import the same facts."""
+    probe = (
+        "import importlib, pkgutil, sys, serving_facts\n"
+        "for info in pkgutil.iter_modules(serving_facts.__path__, 'serving_facts.'):\n"
+        "    importlib.import_module(info.name)\n"
+        "print(sorted({n.split('.')[0] for n in sys.modules} & {'aws_cdk', 'jsii', 'constructs', 'model_build', "
+        "'triton_cdk', 'stacks', 'stage_config', 'endpoint_client'}))"
     )
     env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
     result = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True, env=env)

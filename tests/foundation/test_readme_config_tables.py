@@ -1,7 +1,7 @@
 """The configuration reference cannot drift from the code: README's tables name exactly the schema's keys, and the
 reference tables of docs/serving.md and docs/build.md name every field and state the schema's defaults.
 
-The schema is the pydantic models the loader validates with (stage_config, model_build/settings.py);
+The schema is the pydantic models the loader validates with (stage_config, serving_facts/settings.py);
 README's "Top level" and "Models" tables list one key per row (several as `a`, `b`; nested as `a.b`).
 """
 
@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel
 from synth_helpers import PROJECT_ROOT
 
-from model_build.settings import ModelSettings
+from serving_facts.settings import ModelSettings
 from stage_config import AppConfig
 from stage_config.async_inference import AsyncInferenceSettings
 from stage_config.build import BuildSettings

@@ -12,7 +12,7 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto, helper
 
-from model_build.settings import ModelSettings
+from serving_facts.settings import ModelSettings
 
 PRE_CONFIG = """\
 name: "pre"

@@ -19,7 +19,7 @@ from onnx import TensorProto, helper
 from synth_helpers import PROJECT_ROOT
 from tritonclient.grpc import model_config_pb2 as mc
 
-from model_build.settings import ModelSettings
+from serving_facts.settings import ModelSettings
 
 SHARED = PROJECT_ROOT.parent / "shared"
 SHARED_VALID = SHARED / "triton-configs" / "valid"

@@ -28,7 +28,7 @@ from model_build import build_report
 from model_build.accuracy import DEFAULTS, AccuracyError, check, compare_output, compare_outputs, tolerance
 from model_build.build_report import REPORT_SCHEMA_VERSION, publish_report, report_key, write_report
 from model_build.errors import ModelBuildError
-from model_build.settings import ModelSettings
+from serving_facts.settings import ModelSettings
 
 DEV = PROJECT_ROOT / "config" / "dev.yaml"
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from model_fixtures import conda_pack_like, onnx_matching
 
-from model_build.catalogue import UnknownInstanceTypeError
 from model_build.check import Problem, check_model_config, check_repository
 from model_build.errors import InvalidModelError
+from serving_facts.catalogue import UnknownInstanceTypeError
 
 ONNX_MODEL = """
 name: "{name}"
@@ -684,7 +684,7 @@ def test_tensorrt_kind_auto_is_a_cpu_instance_on_a_cpu_instance_type():
 @pytest.mark.parametrize(
     ("dtype", "release", "expected"),
     [
-        # ConvertDataTypeToTrtType of each release branch (model_build/releases.py cites it).
+        # ConvertDataTypeToTrtType of each release branch (serving_facts/releases.py cites it).
         ("TYPE_INT64", "23.12", "unsupported datatypeTYPE_INT64 for input 'input_ids' for model 'bert'"),
         ("TYPE_INT64", "24.03", "unsupported datatypeTYPE_INT64 for input 'input_ids' for model 'bert'"),
         ("TYPE_INT64", "24.05", None),

@@ -14,7 +14,7 @@ from model_build.check import check_repository
 from model_build.check.ensemble import MAX_ENSEMBLE_DEPTH, nesting_message
 from model_build.ensemble_config import composing_closure
 from model_build.errors import InvalidModelError
-from model_build.settings import MAX_STEP_TENSORS
+from serving_facts.settings import MAX_STEP_TENSORS
 
 
 def hand_written_ensemble(root: Path, tensors: int, steps: int = 1) -> Path:

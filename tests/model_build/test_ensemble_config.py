@@ -17,7 +17,7 @@ from model_build.ensemble_config import build_ensemble_config, composing_closure
 from model_build.errors import InvalidModelError
 from model_build.execution_env import with_execution_env
 from model_build.package import package_repository
-from model_build.settings import ModelSettings
+from serving_facts.settings import ModelSettings
 
 BATCHED = """\
 name: "cnn"
@@ -169,7 +169,7 @@ def test_package_asks_for_an_environment_python_when_one_must_be_packed(tmp_path
 
 def test_an_ensemble_key_follows_its_composing_models(tmp_path, capsys):
     """An ensemble's archive holds its composing model folders: its content address covers their digests
-    (model_build.key.ensemble_source), so a change to a composing model gives the ensemble a new key."""
+    (serving_facts.content_address.ensemble_source), so a change to a composing model gives the ensemble a new key."""
     stage = write_pipeline(tmp_path).rename(tmp_path / "pipe.yaml")  # `key` loads it as the app: named after its stage
     argv = ["key", "--config", str(stage), "--model", "pipe", "--instance-type", "ml.c5.xlarge"]
     argv += ["--base-dir", str(tmp_path), "--json"]

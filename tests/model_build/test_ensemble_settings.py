@@ -1,4 +1,4 @@
-"""`models:` schema for ensembles and Python execution environments (model_build/settings.py), and the
+"""`models:` schema for ensembles and Python execution environments (serving_facts/settings.py), and the
 locked-requirements rule (model_build/requirements_lock.py)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from model_build.errors import InvalidModelError
 from model_build.requirements_lock import read_locked_requirements, requirements_problems
-from model_build.settings import MAX_ENSEMBLE_STEPS, TENSOR_NAME_PATTERN, ModelSettings
+from serving_facts.settings import MAX_ENSEMBLE_STEPS, TENSOR_NAME_PATTERN, ModelSettings
 
 STEPS = [
     {"model": "pre", "input_map": {"image": "image"}, "output_map": {"pixels": "pixels"}},

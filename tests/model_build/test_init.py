@@ -151,7 +151,7 @@ def test_guessed_shapes_that_run_are_proposed(project):
 
 def test_g4dn_without_a_fleet_gets_onnx_runtime_and_the_fleet_requirement(project):
     """Issue #27 item 7: ml.g4dn's T4 is built by neither of CodeBuild's on-demand GPU builds (SMALL = A10G, LARGE =
-    V100; ../shared/README.md, model_build/matching.py), so a TensorRT entry would be refused at synth: init proposes
+    V100; ../shared/README.md, serving_facts/matching.py), so a TensorRT entry would be refused at synth: init proposes
     ONNX Runtime on the GPU and its note names build.fleet."""
     onnx_path = dynamic_batch_model(project / "models" / "classifier.onnx")
     proposal = propose_model(onnx_path.relative_to(project), "classifier", instance_type_name="ml.g4dn.xlarge")
@@ -186,8 +186,8 @@ def test_p3_with_a_release_that_builds_on_v100_gets_tensorrt(project):
 
 def test_cli_g4dn_append_writes_a_config_that_synth_accepts(project, capsys):
     """The appended g4dn entry passes the app's build/serve match (the rule synth applies) for an endpoint on g4dn."""
-    from model_build.catalogue import instance_type
-    from model_build.matching import BuildMatchError, match_build
+    from serving_facts.catalogue import instance_type
+    from serving_facts.matching import BuildMatchError, match_build
     from stage_config.loader import load_config
 
     dynamic_batch_model(project / "models" / "classifier.onnx")

@@ -19,6 +19,7 @@ from test_trt import GPU_A10G, TRTEXEC
 from model_build import calibration, cli, preflight
 from model_build.errors import ModelBuildError
 from model_build.preflight import preflight_problems
+from serving_facts.build_variables import CALIBRATION_URI
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def tools(tmp_path, monkeypatch):
     write_executable(bin_dir / "nvidia-smi", GPU_A10G)
     write_executable(bin_dir / "trtexec", TRTEXEC)
     monkeypatch.setenv("PATH", path_with(bin_dir))
-    monkeypatch.delenv(calibration.SHIPPED_VARIABLE, raising=False)
+    monkeypatch.delenv(CALIBRATION_URI, raising=False)
     monkeypatch.setattr(cli, "COMMAND_MODULES", ("config", "trt_command", "build"))
     return bin_dir
 
@@ -91,7 +92,7 @@ def test_a_shipped_or_s3_cache_is_fetched_and_passed(tmp_path, tools, monkeypatc
     monkeypatch.setattr(calibration, "_download", fake_download)
     config = stage(tmp_path, "s3://bucket/calib.cache")
     assert build(tmp_path, config) == 0, capsys.readouterr().err
-    monkeypatch.setenv(calibration.SHIPPED_VARIABLE, "s3://assets/abc.cache")
+    monkeypatch.setenv(CALIBRATION_URI, "s3://assets/abc.cache")
     assert build(tmp_path, stage(tmp_path, "models/calib.cache")) == 0, capsys.readouterr().err
 
     assert fetched == ["s3://bucket/calib.cache", "s3://assets/abc.cache"]

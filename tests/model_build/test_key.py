@@ -13,7 +13,7 @@ from cli_runner import run_cli
 from synth_helpers import PROJECT_ROOT
 
 from model_build import cli
-from model_build.key import model_artifact_key
+from serving_facts.content_address import model_artifact_key
 
 
 def write_config(folder: Path, *, release: str = "24.09", build: dict | None = None, **overrides) -> Path:

@@ -10,7 +10,7 @@ from onnx_fixtures import dynamic_batch_model, sequence_model
 from synth_helpers import PROJECT_ROOT
 
 from model_build.preflight import preflight_problems
-from model_build.settings import ModelSettings
+from serving_facts.settings import ModelSettings
 
 
 def settings_for(path: str, **fields) -> ModelSettings:

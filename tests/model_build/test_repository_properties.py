@@ -36,8 +36,8 @@ from model_build.check import check_repository
 from model_build.check.problems import Problem
 from model_build.errors import ModelBuildError
 from model_build.package import package_repository
-from model_build.settings import ModelSettings
 from model_build.stage_repository import write_onnx_model
+from serving_facts.settings import ModelSettings
 
 # MODEL_BUILD_PROPERTY_EXAMPLES=1500 for a longer hunt (both properties passed 1500 examples on 2026-11-27).
 BOUNDED = hypothesis_settings(

@@ -28,7 +28,7 @@ from onnx_fixtures import (
     write_executable,
 )
 
-from model_build import cli, releases
+from model_build import cli
 from model_build.errors import InvalidModelError, MissingToolError, ModelBuildError
 from model_build.onnx_inspect import inspect_model
 from model_build.trt import (
@@ -37,6 +37,7 @@ from model_build.trt import (
     tensorrt_version_from_banner,
     trtexec_argv,
 )
+from serving_facts import releases
 
 ENGINE = Path("/repo/m/1/model.plan")
 CACHE = Path("/cache/m.timing")

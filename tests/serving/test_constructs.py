@@ -244,7 +244,7 @@ def test_models_are_network_isolated_unless_told_otherwise(stack):
 
 def test_volume_size_on_an_nvme_only_type_is_refused(stack):
     """SageMaker Python SDK `volume_size_supported`: no EBS volume on g4dn/g5/p4d-like types
-    (../shared/README.md "Instance storage"; model_build/catalogue.py nvme_storage_only)."""
+    (../shared/README.md "Instance storage"; serving_facts/catalogue.py nvme_storage_only)."""
     with pytest.raises(
         ValueError, match=r"volume_size_gb must be left out on ml\.g5\.xlarge: it has NVMe instance storage"
     ):
@@ -260,7 +260,7 @@ def test_volume_size_on_an_nvme_only_type_is_refused(stack):
 )
 def test_inference_ami_version_is_checked(stack, instance, ami, expected):
     """CloudFormation's AWS::SageMaker::EndpointConfig schema allows exactly the AMI names in
-    model_build/drivers.py (cfn-lint's bundled schema enum)."""
+    serving_facts/drivers.py (cfn-lint's bundled schema enum)."""
     with pytest.raises(ValueError, match=expected):
         endpoint(stack, variants=[ProductionVariant("AllTraffic", instance, inference_ami_version=ami)])
 

@@ -6,7 +6,7 @@ import pytest
 from aws_cdk.assertions import Match
 from serving_helpers import only
 
-from model_build.key import MULTI_MODEL_PREFIX
+from serving_facts.content_address import MULTI_MODEL_PREFIX
 from triton_cdk.images import triton_image
 
 ENDPOINTS = ("triton-mme", "triton-bert")

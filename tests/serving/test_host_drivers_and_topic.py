@@ -1,4 +1,4 @@
-"""The GPU driver table (model_build/drivers.py) and who may publish to the notification topic."""
+"""The GPU driver table (serving_facts/drivers.py) and who may publish to the notification topic."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from aws_cdk import aws_events as events
 from aws_cdk.assertions import Template
 from synth_helpers import new_app
 
-from model_build import drivers, releases
-from model_build.catalogue import INSTANCE_TYPES
+from serving_facts import drivers, releases
+from serving_facts.catalogue import INSTANCE_TYPES
 from triton_cdk.notifications import NotificationTopic, rule_target
 
 

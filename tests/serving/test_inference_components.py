@@ -26,7 +26,7 @@ from aws_cdk.assertions import Match, Template
 from serving_helpers import PROJECT_ROOT, write_config
 from synth_helpers import Synthesized, new_app, synth_stage
 
-from model_build.catalogue import instance_type
+from serving_facts.catalogue import instance_type
 from stacks.artifact_plan import endpoint_artifacts
 from stage_config import ConfigError, load_config, load_stage
 from triton_cdk.serving import TritonEndpoint, TritonModel, TritonModelData, component_sizing
@@ -73,7 +73,7 @@ def test_endpoint_config_carries_the_role_managed_scaling_and_routing_and_no_mod
     assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 1}
     assert variant["RoutingConfig"] == {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}
     assert variant["InstanceType"] == "ml.g5.12xlarge" and variant["InitialInstanceCount"] == 1
-    # model_build/drivers.py: GPU hosts pin an AMI whose driver runs the release.
+    # serving_facts/drivers.py: GPU hosts pin an AMI whose driver runs the release.
     assert variant["InferenceAmiVersion"].startswith(("al2-ami-sagemaker-inference-gpu", "al2023-ami"))
 
 

@@ -29,7 +29,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from model_build.matching import BuildPlan
+from serving_facts.matching import BuildPlan
 from triton_cdk.errors import InvalidPropsError
 from triton_cdk.images import TritonImageLookup, pull_image_statements
 from triton_cdk.nag import acknowledge
@@ -40,6 +40,9 @@ BUILDSPEC = "buildspec.yml"  # at the root of the model_build source asset
 # directory, named by the built-in variable CODEBUILD_SRC_DIR_<sourceIdentifier> ("Multiple input sources and output
 # artifacts sample", CodeBuild User Guide); the buildspec links $CODEBUILD_SRC_DIR_endpoint_client as the package.
 CHECK_SOURCE_IDENTIFIER = "endpoint_client"
+# The secondary source holding serving_facts, the facts model_build shares with the constructs (issue #23 item 1):
+# every build imports it; the buildspec links $CODEBUILD_SRC_DIR_serving_facts as the package.
+FACTS_SOURCE_IDENTIFIER = "serving_facts"
 FAILED_BUILD_STATES = ("FAILED", "FAULT", "STOPPED", "TIMED_OUT")
 RETENTION = {
     1: logs.RetentionDays.ONE_DAY,
@@ -90,6 +93,8 @@ class ModelBuildProject(Construct):
     :param check_source: the endpoint_client folder as an S3 asset, shipped as the secondary source
         `endpoint_client` (CHECK_SOURCE_IDENTIFIER): a TensorRT build runs its build check (report.json, docs/build.md
         "Build report") before anything is uploaded. None: no secondary source (a project that builds no engine).
+    :param facts_source: the serving_facts folder as an S3 asset, shipped as the secondary source `serving_facts`
+        (FACTS_SOURCE_IDENTIFIER): model_build imports the facts it shares with the constructs from it.
     """
 
     def __init__(
@@ -112,6 +117,7 @@ class ModelBuildProject(Construct):
         fleet_compute_type: str | None = None,
         in_serving_image: bool = False,
         check_source: s3_assets.Asset | None = None,
+        facts_source: s3_assets.Asset,
     ) -> None:
         super().__init__(scope, construct_id)
         self.plan = plan
@@ -128,17 +134,22 @@ class ModelBuildProject(Construct):
             "Resource",
             description=self._description(plan, triton_release, self.in_serving_image),
             source=codebuild.Source.s3(bucket=source.bucket, path=source.s3_object_key),
-            secondary_sources=(
-                [
-                    codebuild.Source.s3(
-                        bucket=check_source.bucket,
-                        path=check_source.s3_object_key,
-                        identifier=CHECK_SOURCE_IDENTIFIER,
-                    )
-                ]
-                if check_source is not None
-                else None
-            ),
+            secondary_sources=[
+                codebuild.Source.s3(
+                    bucket=facts_source.bucket, path=facts_source.s3_object_key, identifier=FACTS_SOURCE_IDENTIFIER
+                ),
+                *(
+                    [
+                        codebuild.Source.s3(
+                            bucket=check_source.bucket,
+                            path=check_source.s3_object_key,
+                            identifier=CHECK_SOURCE_IDENTIFIER,
+                        )
+                    ]
+                    if check_source is not None
+                    else []
+                ),
+            ],
             build_spec=codebuild.BuildSpec.from_source_filename(BUILDSPEC),
             environment=self._environment(plan, triton_release, images, self.in_serving_image),
             role=role,
@@ -160,7 +171,7 @@ class ModelBuildProject(Construct):
             # aws-cdk-lib lets GPU images declare only SMALL/LARGE; a fleet build takes the fleet's type.
             cfn = self.project.node.default_child
             cfn.add_property_override("Environment.ComputeType", fleet_compute_type)
-        sources = [source] if check_source is None else [source, check_source]
+        sources = [source, facts_source] if check_source is None else [source, facts_source, check_source]
         self.policy = self._policy(role, plan, images, sources, model_sources)
         self._notify_failures(topic)
         acknowledge(

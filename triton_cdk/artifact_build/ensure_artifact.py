@@ -40,7 +40,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from model_build.key import MODEL_PREFIX
+from serving_facts.content_address import MODEL_PREFIX
 from triton_cdk.artifacts import list_models_statement
 from triton_cdk.errors import InvalidPropsError
 from triton_cdk.nag import acknowledge

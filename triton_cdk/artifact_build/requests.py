@@ -11,11 +11,11 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from model_build import releases
-from model_build.build_report import SAMPLES_VARIABLE
-from model_build.calibration import SHIPPED_VARIABLE as CALIBRATION_VARIABLE
-from model_build.matching import BuildPlan
-from model_build.settings import ModelSettings
+from serving_facts import releases
+from serving_facts.build_variables import CALIBRATION_URI as CALIBRATION_VARIABLE
+from serving_facts.build_variables import SAMPLES_URI
+from serving_facts.matching import BuildPlan
+from serving_facts.settings import ModelSettings
 from triton_cdk.artifact_keys import EndpointArtifacts, ModelArtifact
 
 # Build environments: one CodeBuild project each (compute type and image differ).
@@ -132,7 +132,7 @@ def build_environment(
     return {
         **(composing if artifact.composing else {}),
         **calibration,
-        **({SAMPLES_VARIABLE: samples_uri} if samples_uri is not None else {}),
+        **({SAMPLES_URI: samples_uri} if samples_uri is not None else {}),
         "BUILD_CONFIG": build_config_document(triton_release, artifact),
         "PLATFORM": artifact.model.platform,
         "SOURCE_KIND": source_kind,

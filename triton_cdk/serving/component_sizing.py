@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from model_build.catalogue import InstanceType
+from serving_facts.catalogue import InstanceType
 from triton_cdk.api_limits import MIN_CPU_CORES, MIN_MEMORY_MB  # botocore sagemaker NumberOfCpuCores, MemoryInMb
 
 DEFAULT_MIN_MEMORY_MB = 1024

@@ -21,8 +21,8 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk.interfaces import aws_sagemaker as sagemaker_refs
 from constructs import Construct, IValidation
 
-from model_build.catalogue import INSTANCE_TYPES
-from model_build.drivers import AMI_NAMES
+from serving_facts.catalogue import INSTANCE_TYPES
+from serving_facts.drivers import AMI_NAMES
 from triton_cdk.api_limits import (
     ENDPOINT_NAME,
     MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS,
@@ -53,7 +53,7 @@ DEFAULT_VARIANT_NAME = "AllTraffic"
 class ProductionVariant:
     """One fleet behind the endpoint. Timeouts and volume: Default: - SageMaker's defaults.
 
-    inference_ami_version: the GPU host image (driver); pick it with `model_build.drivers.ami_for`.
+    inference_ami_version: the GPU host image (driver); pick it with `serving_facts.drivers.ami_for`.
     Default: - the host's default driver (too old for current Triton releases on g4dn/g5/p4d).
     """
 

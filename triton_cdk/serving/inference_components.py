@@ -28,7 +28,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IValidation
 
-from model_build.catalogue import INSTANCE_TYPES
+from serving_facts.catalogue import INSTANCE_TYPES
 from triton_cdk.api_limits import (
     ENDPOINT_NAME,
     INFERENCE_COMPONENT_NAME,

@@ -182,7 +182,7 @@ class AccuracySettings(StrictModel):
     check: bool = Field(
         default=True,
         description="false: the build skips the comparison (report.json says so) and still measures speed; for a "
-        "model whose outputs ONNX Runtime cannot reproduce (docs/build.md, \"Build report\").",
+        'model whose outputs ONNX Runtime cannot reproduce (docs/build.md, "Build report").',
     )
     samples: str | None = Field(
         default=None,

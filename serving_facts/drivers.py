@@ -18,7 +18,7 @@ Sources, checked with the project's search tool on 2026-11-24:
 - Defaults without an AMI: SageMaker "Best practices to minimize interruptions during GPU driver
   upgrades" (inference-gpu-drivers): 470 / CUDA 11.4 on ml.g4dn, g5, p4d, p4de; 535 / CUDA 12.2 on
   ml.p5, g6 (../shared/README.md).
-- Release CUDA versions: model_build/releases.py (NVIDIA's Triton release notes).
+- Release CUDA versions: serving_facts/releases.py (NVIDIA's Triton release notes).
 
 Rule: an AMI runs a release when its driver's CUDA version is at least the release's (a newer driver
 runs older CUDA applications). CUDA forward compatibility is not relied on: the newer AMIs disable the
@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model_build import releases
-from model_build.errors import ModelBuildError
+from serving_facts import releases
+from serving_facts.errors import ServingFactError
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ DEFAULT_DRIVERS: tuple[DefaultDriver, ...] = (
 )
 
 
-class DriverMatchError(ModelBuildError, ValueError):
+class DriverMatchError(ServingFactError):
     """No SageMaker inference AMI runs this release on this instance type."""
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model_build.errors import ModelBuildError
+from serving_facts.errors import ServingFactError
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ RELEASES: dict[str, TritonRelease] = {r.release: r for r in _RELEASES}
 ANY_TENSORRT_CONFIG_TYPE: frozenset[str] = frozenset().union(*(r.tensorrt_config_types for r in _RELEASES))
 
 
-class UnknownReleaseError(ModelBuildError, ValueError):
+class UnknownReleaseError(ServingFactError):
     pass
 
 

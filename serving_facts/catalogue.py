@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from difflib import get_close_matches
 
-from model_build.errors import ModelBuildError
+from serving_facts.errors import ServingFactError
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ _CATALOGUE: list[InstanceType] = [
 INSTANCE_TYPES: dict[str, InstanceType] = {instance.name: instance for instance in _CATALOGUE}
 
 
-class UnknownInstanceTypeError(ModelBuildError, ValueError):
+class UnknownInstanceTypeError(ServingFactError):
     pass
 
 

@@ -7,7 +7,7 @@ from NVIDIA's TensorRT support matrix). CodeBuild's on-demand GPU builds offer e
 A10G-built engine run on any Ampere-or-newer GPU (never on T4 or V100); reserved-capacity fleets
 can offer other GPUs. Everything else is refused here, at synth, with the options listed.
 
-Standard library and model_build only: the CDK app (artifact keys, build projects) and
+Standard library and the other facts only: the CDK app (artifact keys, build projects) and
 `model_build key --instance-type` decide the same way, so both name an artifact identically.
 """
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from model_build import releases
-from model_build.catalogue import A10G, GPUS, V100, Gpu, InstanceType
-from model_build.errors import ModelBuildError
+from serving_facts import releases
+from serving_facts.catalogue import A10G, GPUS, V100, Gpu, InstanceType
+from serving_facts.errors import ServingFactError
 
 
 class ReservedFleet(Protocol):
@@ -47,7 +47,7 @@ class BuildPlan:
         return self.build_gpu.compute_capability
 
 
-class BuildMatchError(ModelBuildError, ValueError):
+class BuildMatchError(ServingFactError):
     pass
 
 
