@@ -86,3 +86,20 @@ def test_app_py_ends_a_failed_validation_with_one_error_line(monkeypatch, capsys
         "\nERROR: ValidationFailed: Validation failed. A copy of this report can be found in: x.json\n"
     ) or (err == "ERROR: ValidationFailed: Validation failed. A copy of this report can be found in: x.json\n")
     assert "Traceback" not in err
+
+
+def test_a_shared_facts_error_is_one_error_line_of_either_cli(capsys) -> None:
+    """serving_facts' errors (issue #23 item 1) are ServingFactErrors, not ToolErrors: run_cli, shared by both CLIs,
+    prints them as `ERROR: ...` and exits 1 like its own."""
+    import argparse
+
+    from model_build.cli import run_cli
+    from serving_facts.releases import UnknownReleaseError
+
+    def refuse(args: argparse.Namespace) -> int:
+        raise UnknownReleaseError("triton_release '99.99' is not a release the SageMaker SDK knows")
+
+    parser = argparse.ArgumentParser()
+    parser.set_defaults(run=refuse)
+    assert run_cli(parser, []) == 1
+    assert capsys.readouterr().err == "ERROR: triton_release '99.99' is not a release the SageMaker SDK knows\n"
