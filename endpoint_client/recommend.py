@@ -87,12 +87,14 @@ VPC_ROLE_ACTIONS = (
 
 def _bounded_int(low: int, high: int | None, what: str):
     def parse(text: str) -> int:
-        if not re.fullmatch(r"[0-9]{1,9}", text.strip()) or not (
-            low <= int(text) and (high is None or int(text) <= high)
+        # int() strips fewer characters than str.strip() (e.g. U+001F), so convert what was checked.
+        digits = text.strip()
+        if not re.fullmatch(r"[0-9]{1,9}", digits) or not (
+            low <= int(digits) and (high is None or int(digits) <= high)
         ):
             allowed = f"{low}-{high}" if high is not None else f">= {low}"
             raise argparse.ArgumentTypeError(f"{text[:40]!r}: {what} must be a whole number, {allowed}")
-        return int(text)
+        return int(digits)
 
     return parse
 

@@ -188,7 +188,7 @@ class AccuracySettings(StrictModel):
         default=None,
         min_length=1,
         max_length=1200,
-        pattern=r"\.npz(\?versionId=[^?]+)?$",
+        pattern=r"^[^\x00-\x1f]*\.npz(\?versionId=[^?]+)?$",
         description="The inputs to compare with: an .npz file holding every input by name (as `invoke --input`), a "
         "path in the project (shipped with the build as an asset) or s3:// URI. Default: generated.",
     )

@@ -72,7 +72,7 @@ def test_samples_ship_as_an_asset_or_as_configured_and_the_role_reads_exactly_th
     assert "SAMPLES_URI" not in artifacts["yolov5s"]["BuildEnvironment"]
     policy = json.dumps(build)
     # The role reads exactly that object: its ARN names the key (no ?versionId).
-    assert ":s3:::build-report-samples/resnet50/inputs.npz\"" in policy
+    assert ':s3:::build-report-samples/resnet50/inputs.npz"' in policy
     # The key is the key: the same as dev's without samples.
     plain = _artifacts(dev_synth.template_of("Triton-dev-Build"))
     assert {name: a["Key"] for name, a in artifacts.items()} == {name: a["Key"] for name, a in plain.items()}
