@@ -148,8 +148,11 @@ lint: bootstrap
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# One worker per core (pytest-xdist); a file's tests stay on one worker, so its session fixtures (the synthesized
+# apps) are built once per worker. PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= auto
 pytest: bootstrap $(TRITON_ENV_STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 cfn-lint: synth-all
 	$(BIN)/cfn-lint --non-zero-exit-code warning -- $$(find cdk.out cdk.out-* -name '*.template.json' | sort)
