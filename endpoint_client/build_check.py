@@ -40,6 +40,7 @@ from endpoint_client.codec import encode_request
 from endpoint_client.errors import EndpointError, InvalidInputError
 from endpoint_client.limits import MAX_PAYLOAD_BYTES
 from endpoint_client.loadtest import Level, Plan, percentiles, run_plan, triton_target
+from endpoint_client.loadtest_inputs import NUMPY_TYPES
 from model_build.accuracy import SOURCE, AccuracyError, Tolerance, check, compare_outputs, tolerance
 from model_build.build_report import REPORT_SCHEMA_VERSION
 from model_build.report_budget import CHECK_CONCURRENCY, CHECK_SECONDS
@@ -58,21 +59,6 @@ MAX_CHECK_SECONDS = 60.0  # per level: the build pays for every second
 # the bound --samples files have too): a wrong opt shape must not allocate gigabytes in the build.
 MAX_GENERATED_BYTES = MAX_PAYLOAD_BYTES
 
-_NUMPY = {
-    "TYPE_BOOL": np.bool_,
-    "TYPE_UINT8": np.uint8,
-    "TYPE_UINT16": np.uint16,
-    "TYPE_UINT32": np.uint32,
-    "TYPE_UINT64": np.uint64,
-    "TYPE_INT8": np.int8,
-    "TYPE_INT16": np.int16,
-    "TYPE_INT32": np.int32,
-    "TYPE_INT64": np.int64,
-    "TYPE_FP16": np.float16,
-    "TYPE_FP32": np.float32,
-    "TYPE_FP64": np.float64,
-}
-
 
 def opt_inputs(config: mc.ModelConfig, settings: ModelSettings, *, seed: int = SEED) -> dict[str, np.ndarray]:
     """One request at the engine's optimisation shapes (module docstring), deterministic."""
@@ -90,7 +76,7 @@ def opt_inputs(config: mc.ModelConfig, settings: ModelSettings, *, seed: int = S
     tensors = {}
     for spec in config.input:
         type_name = mc.DataType.Name(spec.data_type)
-        dtype = _NUMPY.get(type_name)
+        dtype = NUMPY_TYPES.get(type_name)
         if dtype is None:
             raise InvalidInputError(
                 f"model {config.name!r}: input {spec.name!r} is {type_name}; generated inputs cover numeric and "
@@ -126,7 +112,7 @@ def opt_inputs(config: mc.ModelConfig, settings: ModelSettings, *, seed: int = S
 
 def cast_to_config(inputs: Mapping[str, np.ndarray], config: mc.ModelConfig) -> dict[str, np.ndarray]:
     """The same values in each input's configured type (an engine's INT32 where ONNX Runtime takes INT64)."""
-    types = {spec.name: _NUMPY.get(mc.DataType.Name(spec.data_type)) for spec in config.input}
+    types = {spec.name: NUMPY_TYPES.get(mc.DataType.Name(spec.data_type)) for spec in config.input}
     return {name: a.astype(types[name]) if types.get(name) is not None else a for name, a in inputs.items()}
 
 

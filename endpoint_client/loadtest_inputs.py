@@ -17,7 +17,8 @@ from tritonclient.grpc import model_config_pb2 as mc
 from endpoint_client.errors import InvalidInputError
 from endpoint_client.limits import MAX_PAYLOAD_BYTES
 
-_NUMPY = {
+# Triton's config data types that map to a NumPy dtype (the build check uses the same table).
+NUMPY_TYPES = {
     "TYPE_BOOL": np.bool_,
     "TYPE_UINT8": np.uint8,
     "TYPE_UINT16": np.uint16,
@@ -65,20 +66,20 @@ def generated_inputs(path: Path, *, batch_size: int, seed: int = 0) -> tuple[dic
     size = 0
     for spec in config.input:
         type_name = mc.DataType.Name(spec.data_type)
-        if type_name not in _NUMPY:
+        if type_name not in NUMPY_TYPES:
             raise InvalidInputError(
                 f"{file}: input {spec.name!r} is {type_name}: generated inputs cover numeric and boolean types; "
                 "give this input as invoke does (--raw NAME=FILE, --input, --tensor or --inputs-json)"
             )
         shape = ([batch_size] if batching else []) + [1 if d < 0 else int(d) for d in spec.dims]
         count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-        size += count * np.dtype(_NUMPY[type_name]).itemsize
+        size += count * np.dtype(NUMPY_TYPES[type_name]).itemsize
         if size > MAX_PAYLOAD_BYTES:
             raise InvalidInputError(
                 f"{file}: input {spec.name!r} {shape}: the generated request exceeds SageMaker's "
                 f"{MAX_PAYLOAD_BYTES}-byte payload limit; use a smaller --batch-size"
             )
-        tensors[spec.name] = _values(rng, _NUMPY[type_name], shape)
+        tensors[spec.name] = _values(rng, NUMPY_TYPES[type_name], shape)
     return tensors, batch_size if batching else 1
 
 
