@@ -20,6 +20,9 @@ Sources and rules:
   *unknown*: the report says so and never substitutes another figure.
 - The snapshot (endpoint_client/data/prices-snapshot.json) holds only prices found in a published source, each
   entry with its URL and dates; it is printed as the price source whenever it is used.
+- Snapshot `schema_version` 1: an optional field added later (`quote`; `published` as a month) keeps version 1, as
+  every file written for version 1 still reads the same; removing or renaming a field, or changing what one means,
+  raises it.
 """
 
 from __future__ import annotations
@@ -78,9 +81,17 @@ class _Sourced(StrictModel):
     region: str = Field(pattern=REGION_PATTERN, description="AWS region code, e.g. us-east-1.")
     source: str = Field(pattern=r"^https://\S+$", max_length=500, description="URL the price was read from.")
     published: str | None = Field(
-        default=None, pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", description="Date the source states or was published."
+        default=None,
+        pattern=r"^[0-9]{4}-[0-9]{2}(-[0-9]{2})?$",
+        description="Date the source states or was published: a day, or a month where the source names only a month "
+        "(a bill for December 2023 is 2023-12).",
     )
     retrieved: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", description="Date the price was recorded here.")
+    quote: str | None = Field(
+        default=None,
+        pattern=r"^[^\x00-\x1f\x7f]{1,500}$",
+        description="The source's own words around the figure (optional; one line, at most 500 characters).",
+    )
 
 
 class HostingPrice(_Sourced):

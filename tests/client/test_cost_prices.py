@@ -163,9 +163,10 @@ def test_price_list_item_not_json(pricing) -> None:
 
 
 def test_shipped_snapshot_is_sourced() -> None:
-    """Every price in the shipped snapshot names its source URL and dates and is a catalogue type; the two it holds
-    are the reference article's us-east-1 figures ($0.736/h ml.g4dn.xlarge, $0.94/h ml.g4dn.2xlarge; AWS ML blog
-    'Run multiple deep learning models on GPU with Amazon SageMaker multi-model endpoints', ../shared/README.md)."""
+    """Every price in the shipped snapshot names its source URL and dates and is a catalogue type; among them the
+    reference article's us-east-1 figures ($0.736/h ml.g4dn.xlarge, $0.94/h ml.g4dn.2xlarge; AWS ML blog
+    'Run multiple deep learning models on GPU with Amazon SageMaker multi-model endpoints', ../shared/README.md).
+    Every entry's figure and source: tests/client/test_price_snapshot.py."""
     snapshot = SnapshotPrices()
     assert snapshot.path == default_snapshot_path()
     for entry in snapshot.snapshot.sagemaker_hosting:
@@ -239,7 +240,11 @@ HOSTING_ROW = st.fixed_dictionaries(
         "hourly_usd": st.one_of(st.floats(allow_nan=False), st.integers(), st.text(max_size=5)),
         "source": st.sampled_from(["https://x", "http://x", ""]),
         "retrieved": st.sampled_from(["2026-11-27", "yesterday"]),
-    }
+    },
+    optional={
+        "published": st.sampled_from(["2023-12", "2023-12-05", "December 2023", ""]),
+        "quote": st.one_of(st.text(max_size=8), st.integers()),
+    },
 )
 
 
