@@ -39,6 +39,7 @@ from endpoint_client.recommend_request import (
     read_model_config_inputs,
     s3_location,
 )
+from serving_facts.vpc import VPC_NETWORK_INTERFACE_ACTIONS
 
 # Load-test traffic limits of a PHASES pattern: botocore's minimums (Phase.InitialNumberOfUsers >= 1, SpawnRate >= 0,
 # DurationInSeconds >= 1) narrowed by SageMaker's guide "Run a custom load test": InitialNumberOfUsers 1-3,
@@ -67,22 +68,8 @@ JOB_PREFIX = "ir-"
 NAME_TIME_FORMAT = "%Y%m%d%H%M%S"
 NAME_RANDOM_HEX = 4
 NAME_PART_MAX = 40 - len(JOB_PREFIX) - 1 - 14 - 1 - NAME_RANDOM_HEX - 3
-# A model with a VpcConfig: SageMaker creates network interfaces in the VPC with the execution role, which then needs
-# these EC2 actions. Source: aws-cdk-lib 2.275.0 aws-stepfunctions-tasks/lib/sagemaker/create-model.js (the
-# policy SageMakerCreateModel grants its role when the model has a VPC; in the venv's aws_cdk jsii bundle), after
-# SageMaker's "Give SageMaker Hosted Endpoints Access to Resources in Your Amazon VPC" (SageMaker creates ENIs and
-# attaches them to the model containers). docs/performance.md lists them (<!-- recommend-role-policy-vpc -->).
-VPC_ROLE_ACTIONS = (
-    "ec2:CreateNetworkInterface",
-    "ec2:CreateNetworkInterfacePermission",
-    "ec2:DeleteNetworkInterface",
-    "ec2:DeleteNetworkInterfacePermission",
-    "ec2:DescribeNetworkInterfaces",
-    "ec2:DescribeVpcs",
-    "ec2:DescribeDhcpOptions",
-    "ec2:DescribeSubnets",
-    "ec2:DescribeSecurityGroups",
-)
+# A model with a VpcConfig: the EC2 actions its execution role needs (one definition, sourced: serving_facts/vpc.py).
+VPC_ROLE_ACTIONS = VPC_NETWORK_INTERFACE_ACTIONS
 
 
 def _bounded_int(low: int, high: int | None, what: str):

@@ -1,5 +1,5 @@
-"""An endpoint's `async_inference:` mapped onto the constructs (issue #26 part 1), for stacks/endpoint_stack.py and
-the lifecycle rules of stacks/artifact_stack.py.
+"""An endpoint's `async_inference:` mapped onto TritonServingEndpoint's `asynchronous` prop (issue #26 part 1), for
+stacks/endpoint_stack.py, and the lifecycle rules of stacks/artifact_stack.py.
 
 The S3 prefixes come from stage_config/async_paths.py (one definition shared with the invoke-async client); the
 constructs receive them as plain strings.
@@ -8,7 +8,6 @@ constructs receive them as plain strings.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
@@ -21,15 +20,8 @@ from stage_config import endpoint_props as props
 from stage_config.async_paths import async_prefixes
 from stage_config.endpoint import EndpointSettings
 from triton_cdk.nag import acknowledge
-from triton_cdk.notifications import NotificationTopic
-from triton_cdk.serving.async_inference import (
-    AsyncAlarmThresholds,
-    AsyncInference,
-    TritonAsyncMonitoring,
-    TritonAsyncScaling,
-)
-from triton_cdk.serving.endpoint import TritonEndpoint
-from triton_cdk.serving.monitoring import TritonEndpointMonitoring
+from triton_cdk.serving.async_inference import AsyncInference
+from triton_cdk.serving.serving_endpoint import AsyncServing
 
 if TYPE_CHECKING:  # stacks/artifact_stack.py imports this module for its lifecycle rules
     from stacks.artifact_stack import ArtifactImports
@@ -75,21 +67,14 @@ def add_async_lifecycle_rules(bucket: s3.Bucket, config: AppConfig) -> None:
         )
 
 
-@dataclass
-class AsyncEndpointParts:
-    inference: AsyncInference
-    scaling: TritonAsyncScaling | None
-    monitoring: TritonAsyncMonitoring
-
-
-def async_inference(scope: Construct, settings: EndpointSettings, artifacts: ArtifactImports) -> AsyncInference | None:
-    """The endpoint's S3 locations and topics (its `output` is TritonEndpoint's `async_output`); None for a real-time
-    endpoint."""
+def async_serving(scope: Construct, settings: EndpointSettings, artifacts: ArtifactImports) -> AsyncServing | None:
+    """The endpoint's `async_inference:` as TritonServingEndpoint's `asynchronous` prop: its S3 locations and topics
+    (construct id `AsyncInference`), the backlog-age alarm and backlog scaling; None for a real-time endpoint."""
     a = settings.async_inference
     if a is None:
         return None
     prefixes = async_prefixes(settings.name)
-    return AsyncInference(
+    inference = AsyncInference(
         scope,
         "AsyncInference",
         bucket=artifacts.bucket,
@@ -100,31 +85,22 @@ def async_inference(scope: Construct, settings: EndpointSettings, artifacts: Art
         notifications=a.notifications,
         max_concurrent_invocations_per_instance=a.max_concurrent_invocations_per_instance,
     )
+    return AsyncServing(
+        inference=inference,
+        max_backlog_age_seconds=a.max_backlog_age_seconds,
+        scaling=props.ASYNC_SCALING.build(a.scaling) if a.scaling is not None else None,
+    )
 
 
-def serve_async(
-    scope: Construct,
-    settings: EndpointSettings,
-    inference: AsyncInference | None,
-    endpoint: TritonEndpoint,
-    artifacts: ArtifactImports,
-    notifications: NotificationTopic,
-    monitoring: TritonEndpointMonitoring,
-) -> AsyncEndpointParts | None:
-    """The execution role's grants, backlog scaling and alarms of the asynchronous `endpoint`; None for a real-time
-    endpoint."""
-    a = settings.async_inference
-    if a is None or inference is None:
-        return None
+def acknowledge_async_grants(settings: EndpointSettings, artifacts: ArtifactImports) -> None:
+    """cdk-nag's acknowledgement of the execution role's asynchronous grants (the pattern grants them; their
+    wildcards name the artifact bucket ARN's export, which only the app knows)."""
+    if settings.async_inference is None:
+        return
     prefixes = async_prefixes(settings.name)
     role = artifacts.execution_role
-    inference.grant_read_inputs(role)
-    inference.grant_write_results(role)
-    inference.grant_publish(role)
     # An imported role keeps the grants in a policy of its own (aws-cdk-lib names it Policy<stack id>).
     for policy in [c for c in role.node.children if isinstance(c, iam.Policy)]:
-        # SageMaker acts as the execution role for every request; the endpoint waits for the role's policy.
-        endpoint.node.add_dependency(policy)
         export = artifacts.bucket_arn_export_name
         acknowledge(
             policy,
@@ -139,29 +115,3 @@ def serve_async(
                 "Action::kms:GenerateDataKey*",
             ],
         )
-    scaling = None
-    if a.scaling is not None:
-        s = a.scaling
-        scaling = TritonAsyncScaling(
-            scope,
-            "AsyncScaling",
-            endpoint=endpoint,
-            variant=settings.variant_name,
-            settings=props.ASYNC_SCALING.build(s),
-        )
-    async_monitoring = TritonAsyncMonitoring(
-        scope,
-        "AsyncMonitoring",
-        endpoint=endpoint,
-        thresholds=AsyncAlarmThresholds(
-            max_backlog_age_seconds=a.max_backlog_age_seconds,
-            period_seconds=settings.alarms.period_seconds,
-            evaluation_periods=settings.alarms.evaluation_periods,
-            datapoints_to_alarm=settings.alarms.datapoints_to_alarm,
-        ),
-        topic=notifications.topic,
-        notifications=a.notifications,
-        dashboard=monitoring.dashboard,
-    )
-    notifications.allow_alarms(async_monitoring.alarm_names)
-    return AsyncEndpointParts(inference, scaling, async_monitoring)

@@ -2,6 +2,11 @@
 
 They take plain props (image URI, S3 locations, instance facts) and know nothing about
 config/<stage>.yaml; stacks/endpoint_stack.py maps the configuration onto them.
+
+The patterns `TritonServingEndpoint` (variant endpoints: single-model, multi-model, shadow, asynchronous) and
+`TritonServingComponents` (inference components) compose the others into one endpoint with its scaling, monitoring,
+deployment policy, instance-type guard and role grants; the other constructs are the building blocks for a stack
+that wants a different composition.
 """
 
 from triton_cdk.serving.autoscaling import TritonEndpointScaling
@@ -12,16 +17,24 @@ from triton_cdk.serving.endpoint import DataCapture, ProductionVariant, TritonEn
 from triton_cdk.serving.inference_components import TritonComponentEndpoint, TritonInferenceComponent
 from triton_cdk.serving.model_data import TritonModelData
 from triton_cdk.serving.monitoring import AlarmThresholds, TritonEndpointMonitoring
+from triton_cdk.serving.role_policy import RolePolicy
+from triton_cdk.serving.serving_components import ServedComponent, TritonServingComponents
+from triton_cdk.serving.serving_endpoint import AsyncServing, ServingContainer, ShadowModel, TritonServingEndpoint
 from triton_cdk.serving.shadow import ShadowComparison, ShadowVariant
 from triton_cdk.serving.triton_model import TritonModel
 
 __all__ = [
     "AlarmThresholds",
+    "AsyncServing",
     "CopyScaling",
     "DataCapture",
     "DeploymentPolicy",
     "ProductionVariant",
+    "RolePolicy",
+    "ServedComponent",
+    "ServingContainer",
     "ShadowComparison",
+    "ShadowModel",
     "ShadowVariant",
     "TrafficRouting",
     "TritonComponentEndpoint",
@@ -33,4 +46,6 @@ __all__ = [
     "TritonInferenceComponent",
     "TritonModel",
     "TritonModelData",
+    "TritonServingComponents",
+    "TritonServingEndpoint",
 ]

@@ -170,6 +170,20 @@ class DataCapture:
     def objects_arn(self) -> str:
         return self.bucket.arn_for_objects(f"{self.prefix}*")
 
+    def grant_write(self, grantee: iam.IGrantable) -> list[iam.PolicyStatement]:
+        """Give `grantee` (the endpoint's execution role: SageMaker writes the capture with it) what capture needs:
+        s3:PutObject under the prefix only (Sid `WriteDataCapture`; SageMaker chooses the object keys) and
+        kms:GenerateDataKey / kms:Encrypt on `key` (Sid `EncryptDataCapture`). Returns the statements."""
+        statements = [
+            iam.PolicyStatement(sid="WriteDataCapture", actions=["s3:PutObject"], resources=[self.objects_arn]),
+            iam.PolicyStatement(
+                sid="EncryptDataCapture", actions=["kms:GenerateDataKey", "kms:Encrypt"], resources=[self.key.key_arn]
+            ),
+        ]
+        for statement in statements:
+            grantee.grant_principal.add_to_principal_policy(statement)
+        return statements
+
     def render(self) -> sagemaker.CfnEndpointConfig.DataCaptureConfigProperty:
         modes = [mode for mode, on in (("Input", self.capture_request), ("Output", self.capture_response)) if on]
         return sagemaker.CfnEndpointConfig.DataCaptureConfigProperty(
@@ -434,6 +448,11 @@ class TritonEndpoint(_EndpointBase):
         """An alarm that, while in ALARM during a deployment, rolls it back."""
         self.rollback_alarms.append(alarm)
         self.resource.deployment_config = self.deployment.render([a.alarm_name for a in self.rollback_alarms])
+
+    def grant_data_capture(self, grantee: iam.IGrantable) -> list[iam.PolicyStatement]:
+        """Let `grantee` (the model's execution role) write this endpoint's data capture (`DataCapture.grant_write`);
+        nothing without data capture. Returns the statements granted."""
+        return self.data_capture.grant_write(grantee) if self.data_capture else []
 
     def describe_rollback_alarms_statement(self) -> iam.PolicyStatement | None:
         """What the role SageMaker uses (the model's execution role) needs for auto-rollback:

@@ -10,6 +10,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from serving_facts.vpc import VPC_NETWORK_INTERFACE_ACTIONS
 from triton_cdk.errors import InvalidPropsError
 from triton_cdk.serving.environment import DEFAULT_MODEL_NAME
 from triton_cdk.serving.model_data import TritonModelData
@@ -59,6 +60,7 @@ class TritonModel(Construct):
         self.mode = model_data.mode
         self.model_data = model_data
         self.execution_role = execution_role
+        self.vpc = vpc
         self._check(model_data, default_model_name, environment or {})
 
         container_environment = dict(environment or {})
@@ -87,6 +89,19 @@ class TritonModel(Construct):
     @property
     def model_name(self) -> str:
         return self.resource.attr_model_name
+
+    def grant_vpc_access(self, grantee: iam.IGrantable) -> iam.PolicyStatement | None:
+        """Give `grantee` (the execution role) the EC2 network-interface actions a model in a VPC needs
+        (serving_facts/vpc.py, with its source): SageMaker creates the containers' interfaces with the execution role,
+        and checks it when the model is created. The Describe* actions have no resource-level scoping, so the
+        statement (Sid `VpcNetworkInterfaces`) is on "*". Returns it; None (nothing granted) without a `vpc`."""
+        if self.vpc is None:
+            return None
+        statement = iam.PolicyStatement(
+            sid="VpcNetworkInterfaces", actions=list(VPC_NETWORK_INTERFACE_ACTIONS), resources=["*"]
+        )
+        grantee.grant_principal.add_to_principal_policy(statement)
+        return statement
 
     @staticmethod
     def _check(model_data: TritonModelData, default_model_name: str | None, environment: Mapping[str, str]) -> None:
