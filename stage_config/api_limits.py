@@ -108,5 +108,12 @@ QUEUED_TIMEOUT_MINUTES = limits("codebuild", "TimeOut")
 # soft. 1000 leaves room for raised quotas and refuses typos such as 1e66.
 MAX_INSTANCE_COUNT = 1000  # not an AWS limit: the schema's one typo guard on instance counts
 
+# Application Auto Scaling cooldowns (TargetTrackingScalingPolicyConfiguration ScaleInCooldown / ScaleOutCooldown,
+# StepScalingPolicyConfiguration Cooldown): botocore's `Cooldown` shape is an Integer stating no min or max
+# (tests/foundation/test_config_props.py checks it still states none). A cooldown is "the amount of time, in seconds"
+# (API reference), so below 0 means nothing; one day is not an AWS limit but the schema's typo guard.
+COOLDOWN_SECONDS = (0, 86400)
+COOLDOWN_RANGE = f"{COOLDOWN_SECONDS[0]}-{COOLDOWN_SECONDS[1]}"  # as the schema's descriptions state it
+
 # CodePipeline CreatePipeline: PipelineName.
 PIPELINE_NAME = shape_limits("codepipeline", "PipelineName")

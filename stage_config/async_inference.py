@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field, PositiveInt, model_validator
 
 from serving_facts.settings import StrictModel
+from stage_config.api_limits import COOLDOWN_RANGE, COOLDOWN_SECONDS
 from stage_config.api_limits import MAX_INSTANCE_COUNT as _MAX_INSTANCES
 from triton_cdk.api_limits import MAX_CONCURRENT_INVOCATIONS
 from triton_cdk.serving.async_inference import (
@@ -87,10 +88,16 @@ class AsyncScalingConfig(StrictModel):
         description="Target of ApproximateBacklogSizePerInstance (queued requests per instance).",
     )
     scale_in_cooldown_seconds: int = Field(
-        default=_SCALING_DEFAULTS.scale_in_cooldown_seconds, ge=0, le=86400, description="Seconds (0-86400)."
+        default=_SCALING_DEFAULTS.scale_in_cooldown_seconds,
+        ge=COOLDOWN_SECONDS[0],
+        le=COOLDOWN_SECONDS[1],
+        description=f"Seconds ({COOLDOWN_RANGE}).",
     )
     scale_out_cooldown_seconds: int = Field(
-        default=_SCALING_DEFAULTS.scale_out_cooldown_seconds, ge=0, le=86400, description="Seconds (0-86400)."
+        default=_SCALING_DEFAULTS.scale_out_cooldown_seconds,
+        ge=COOLDOWN_SECONDS[0],
+        le=COOLDOWN_SECONDS[1],
+        description=f"Seconds ({COOLDOWN_RANGE}).",
     )
 
     @model_validator(mode="after")

@@ -23,6 +23,8 @@ from serving_facts.catalogue import InstanceType, UnknownInstanceTypeError, inst
 from serving_facts.settings import MODEL_NAME_PATTERN, StrictModel, repeated
 from stage_config.api_limits import (
     CANARY_PERCENT,
+    COOLDOWN_RANGE,
+    COOLDOWN_SECONDS,
     ENDPOINT_NAME,
     LINEAR_STEP_PERCENT,
     MAX_ENDPOINT_NAME_LENGTH,
@@ -199,15 +201,15 @@ class AutoscalingSettings(StrictModel):
     )
     scale_in_cooldown_seconds: int = Field(
         default=construct_default(ScalingSettings, "scale_in_cooldown_seconds"),
-        ge=0,
-        le=86400,
-        description="Seconds after a scale-in before the policies scale in again (0-86400).",
+        ge=COOLDOWN_SECONDS[0],
+        le=COOLDOWN_SECONDS[1],
+        description=f"Seconds after a scale-in before the policies scale in again ({COOLDOWN_RANGE}).",
     )
     scale_out_cooldown_seconds: int = Field(
         default=construct_default(ScalingSettings, "scale_out_cooldown_seconds"),
-        ge=0,
-        le=86400,
-        description="Seconds after a scale-out before the policies scale out again (0-86400).",
+        ge=COOLDOWN_SECONDS[0],
+        le=COOLDOWN_SECONDS[1],
+        description=f"Seconds after a scale-out before the policies scale out again ({COOLDOWN_RANGE}).",
     )
     disable_scale_in: bool = Field(
         default=construct_default(ScalingSettings, "disable_scale_in"),
@@ -593,15 +595,15 @@ class CopyScalingSettings(StrictModel):
     )
     scale_in_cooldown_seconds: int = Field(
         default=construct_default(CopyScaling, "scale_in_cooldown_seconds"),
-        ge=0,
-        le=86400,
-        description="Seconds after a scale-in before the policy scales in again (0-86400).",
+        ge=COOLDOWN_SECONDS[0],
+        le=COOLDOWN_SECONDS[1],
+        description=f"Seconds after a scale-in before the policy scales in again ({COOLDOWN_RANGE}).",
     )
     scale_out_cooldown_seconds: int = Field(
         default=construct_default(CopyScaling, "scale_out_cooldown_seconds"),
-        ge=0,
-        le=86400,
-        description="Seconds after a scale-out before the policy scales out again (0-86400).",
+        ge=COOLDOWN_SECONDS[0],
+        le=COOLDOWN_SECONDS[1],
+        description=f"Seconds after a scale-out before the policy scales out again ({COOLDOWN_RANGE}).",
     )
 
     @model_validator(mode="after")

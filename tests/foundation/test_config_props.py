@@ -6,13 +6,24 @@ from __future__ import annotations
 
 import dataclasses
 
+import botocore.session
 import pytest
 from pydantic import Field
 
 from serving_facts.settings import StrictModel
 from stage_config import endpoint_props
-from stage_config.endpoint import AlarmSettings, CopyScalingSettings, MetricsSettings
+from stage_config.api_limits import COOLDOWN_SECONDS
+from stage_config.async_inference import AsyncScalingConfig
+from stage_config.endpoint import (
+    AlarmSettings,
+    AutoscalingSettings,
+    CopyScalingSettings,
+    DeploymentSettings,
+    MetricsSettings,
+)
 from stage_config.props import PROPS_MAPS, PropsMap, unmapped
+from stage_config.shadow import ShadowSettings
+from triton_cdk.serving.endpoint import ProductionVariant
 from triton_cdk.serving.monitoring import AlarmThresholds
 
 
@@ -65,3 +76,42 @@ def test_build_takes_exactly_the_computed_fields():
     assert m.build(_Schema(), c=3) == _Props(a=1, c=3)
     with pytest.raises(TypeError, match="computed fields"):
         m.build(_Schema())
+
+
+def test_the_shadow_and_component_props_are_built_through_the_maps():
+    """Issue #23 item 4 remnants: the shadow's ProductionVariant and ShadowModel, the component endpoint's
+    ComponentVariant, ComponentRollingUpdate and each ServedComponent come from declared pairs."""
+    pairs = {(m.schema.__name__, m.props.__name__) for m in PROPS_MAPS}
+    assert {
+        ("ShadowSettings", "ProductionVariant"),
+        ("ShadowSettings", "ShadowModel"),
+        ("InferenceComponentsSettings", "ComponentVariant"),
+        ("DeploymentSettings", "ComponentRollingUpdate"),
+        ("ComponentSettings", "ServedComponent"),
+    } <= pairs
+    shadow = ShadowSettings(model="bert", instance_type="ml.g5.xlarge", sampling_percent=30, variant_name="Try")
+    variant = endpoint_props.SHADOW_VARIANT.build(
+        shadow,
+        inference_ami_version=None,
+        model_data_download_timeout_seconds=None,
+        container_startup_health_check_timeout_seconds=600,
+    )
+    assert variant == ProductionVariant(
+        name="Try", instance_type="ml.g5.xlarge", container_startup_health_check_timeout_seconds=600
+    )
+    rolling = endpoint_props.COMPONENT_ROLLING.build(DeploymentSettings(wait_seconds=120))
+    assert rolling.wait_seconds == 120
+
+
+def test_every_cooldown_field_takes_the_one_bound():
+    """Application Auto Scaling's `Cooldown` shape (botocore, application-autoscaling) states no min or max, so the
+    bounds are one constant (stage_config/api_limits.py COOLDOWN_SECONDS, its reason there) used by every cooldown
+    field of the schema. Should botocore state a range one day, this fails: take it from botocore then."""
+    shape = botocore.session.get_session().get_service_model("application-autoscaling").shape_for("Cooldown")
+    assert "min" not in shape.metadata and "max" not in shape.metadata
+    models = [AutoscalingSettings, CopyScalingSettings, AsyncScalingConfig]
+    fields = [(m, n) for m in models for n in m.model_fields if "cooldown" in n]
+    assert len(fields) == 6
+    for model, name in fields:
+        bounds = {type(c).__name__: c for c in model.model_fields[name].metadata}
+        assert (bounds["Ge"].ge, bounds["Le"].le) == COOLDOWN_SECONDS, f"{model.__name__}.{name}"
