@@ -1,0 +1,54 @@
+"""Every endpoint stack of every shipped stage keeps its resources' logical ids and types (issue #23 item 7).
+
+CloudFormation replaces a resource whose logical id changes; an endpoint with a fixed EndpointName then fails the
+deploy (the new endpoint's name is taken by the old one). The endpoint stacks build their resources through the
+pattern constructs (TritonServingEndpoint, TritonServingComponents) created under the construct id "Default", which
+aws-cdk-lib leaves out of logical ids (core/lib/private/uniqueid.ts, in the venv's jsii bundle:
+`HIDDEN_ID="Default"`, `makeUniqueId` filters it from the path before hashing and naming).
+
+endpoint_logical_ids.json holds {"<config>:<stack>": {logical id: type}} as the stacks were synthesized before the
+pattern constructs existed (commit abcad3f's endpoint stack; every stage of config/, examples/config/,
+tests/configs/, the serving tests' custom config and the pipeline tests' cross-account config). An intended change
+of an endpoint stack's resources (a new feature adds one) is recorded by editing that file in the same commit; the
+failure message prints the entry.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from contract_helpers import ShippedTemplate
+
+RECORDED = json.loads((Path(__file__).parent / "endpoint_logical_ids.json").read_text())
+
+
+def _endpoint_stacks(shipped_templates: list[ShippedTemplate]) -> dict[str, dict[str, str]]:
+    """{label: {logical id: type}} of the endpoint stacks of the stage apps (a pipeline stage's stacks are the stage
+    app's own: tests/pipeline)."""
+    return {
+        t.label: {logical_id: r["Type"] for logical_id, r in t.template.get("Resources", {}).items()}
+        for t in shipped_templates
+        if ":assembly-" not in t.config and "-Endpoint-" in t.stack
+    }
+
+
+def test_every_endpoint_stack_keeps_its_logical_ids_and_types(shipped_templates: list[ShippedTemplate]) -> None:
+    found = _endpoint_stacks(shipped_templates)
+    assert found, "no endpoint stack synthesized"
+    problems = []
+    for label, resources in sorted(found.items()):
+        recorded = RECORDED.get(label)
+        if recorded is None:
+            problems.append(f"{label}: not recorded; add it: {json.dumps({label: resources}, sort_keys=True)}")
+            continue
+        removed = sorted(set(recorded.items()) - set(resources.items()))
+        added = sorted(set(resources.items()) - set(recorded.items()))
+        if removed or added:
+            problems.append(f"{label}: removed {removed}, added {added}")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_recorded_endpoint_stack_is_still_shipped(shipped_templates: list[ShippedTemplate]) -> None:
+    """A recorded stack no configuration synthesizes any more is stale: remove its entry."""
+    assert sorted(set(RECORDED) - set(_endpoint_stacks(shipped_templates))) == []
