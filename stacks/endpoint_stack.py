@@ -129,7 +129,7 @@ def scaling_settings(settings: EndpointSettings, instance: InstanceType) -> Scal
 class EndpointStack(cdk.Stack):
     """One endpoint of the stage: its config mapped onto TritonServingEndpoint (or, for `mode: inference_components`,
     TritonServingComponents), created under the hidden id "Default" so that every logical id is that of a child of
-    the stack (the templates of earlier releases keep their resources: tests/serving/test_serving_pattern.py)."""
+    the stack (deployed endpoints keep their resources: tests/contract/test_endpoint_logical_ids.py)."""
 
     def __init__(
         self,

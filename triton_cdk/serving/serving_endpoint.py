@@ -17,8 +17,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from serving_facts.catalogue import InstanceType, instance_type
@@ -57,8 +59,10 @@ class ServingContainer:
     vpc: ModelVpc | None = None
     network_isolation: bool = True
 
-    def model(self, scope: Construct, construct_id: str, *, model_data: TritonModelData, instance: str, **props):
-        """A TritonModel running the image of `instance`'s hardware."""
+    def model(
+        self, scope: Construct, construct_id: str, *, model_data: TritonModelData, instance: str, **props: Any
+    ) -> TritonModel:
+        """A TritonModel running the image of `instance`'s hardware (further TritonModel props in `props`)."""
         return TritonModel(
             scope,
             construct_id,
@@ -244,7 +248,7 @@ class TritonServingEndpoint(Construct):
         self.endpoint.resource.node.add_dependency(self.instance_type_guard.resource)
 
     @property
-    def topic(self):
+    def topic(self) -> sns.ITopic:
         """The alarm topic (encrypted, CloudWatch may publish the monitoring's alarms to it)."""
         return self.notifications.topic
 
