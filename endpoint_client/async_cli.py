@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -316,6 +317,12 @@ def run_local_async(args: argparse.Namespace) -> int:
 
     if not args.once:
         _progress(f"answering requests in {args.input_dir} into {args.output_dir} via {args.url}; Ctrl-C stops")
+    # Ctrl-C stops the watcher even when it was started with SIGINT ignored (a background job of a script, nohup),
+    # as `local` does (cli.run_local): Python leaves an inherited SIG_IGN in place, and the watcher would not stop.
+    try:
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # not the main thread (a test calling main()): signals cannot be handled there
+        previous = None
     try:
         watch(
             args.input_dir,
@@ -329,4 +336,7 @@ def run_local_async(args: argparse.Namespace) -> int:
         if args.once:
             raise
         _progress(f"stopping ({'SIGTERM' if type(stop).__name__ == 'Terminated' else 'interrupted'})")
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     return 0
