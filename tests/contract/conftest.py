@@ -9,13 +9,17 @@ the pipeline's cross-account promotion).
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import importlib.util
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from contract_helpers import ShippedTemplate, read_assembly_templates
-from synth_helpers import PROJECT_ROOT, synth_pipeline, synth_stage
+from synth_helpers import PROJECT_ROOT, Synthesized, synth_pipeline, synth_stage
 
 
 def _load_module(path: Path):
@@ -42,19 +46,68 @@ def _config_dirs() -> list[tuple[Path, str]]:
     return dirs
 
 
+def _shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder every pytest-xdist worker of this run sees: a worker's basetemp is `<run>/popen-gwN`, so their
+    parent is the run's own folder (pytest-xdist's documented recipe for session fixtures built once per run)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shipped-assemblies"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def _synth_jobs() -> list[tuple[str, Callable[[], Synthesized]]]:
+    """(label, synthesize) of every configuration, in the order of `_config_dirs`."""
+    jobs: list[tuple[str, Callable[[], Synthesized]]] = []
+    for folder, prefix in _config_dirs():
+        jobs += [(f"{prefix}/{stage}", functools.partial(synth_stage, stage, folder)) for stage in _stage_files(folder)]
+        if (folder / "pipeline.yaml").is_file():
+            jobs.append((f"{prefix}/pipeline", functools.partial(synth_pipeline, folder)))
+    return jobs
+
+
+def _claim(lock_file: Path, *, wait: bool):
+    """An exclusive lock on `lock_file` (held while the returned file is open), or None when another worker holds it
+    and `wait` is False."""
+    handle = lock_file.open("a")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
+
+
 @pytest.fixture(scope="session")
-def shipped_assemblies() -> dict[str, Path]:
+def shipped_assemblies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """{label ("config/dev", "tests/configs/test", ...): cloud assembly folder} of every configuration.
 
-    Synthesized as app.py does (tests/synth_helpers.py), shared with the area tests' fixtures.
+    Synthesized as app.py does (tests/synth_helpers.py), each configuration ONCE per test run: under pytest-xdist
+    the workers share the assemblies through the run's folder (a lock per configuration; the first worker to claim
+    one synthesizes it and writes where its assembly is, the others read that path). The workers start at
+    different ends of the list and skip a configuration another worker is synthesizing, then wait for it at the
+    end. A configuration this worker synthesized is also in its synth_stage / synth_pipeline cache for the areas.
     """
-    assemblies = {}
-    for folder, prefix in _config_dirs():
-        for stage in _stage_files(folder):
-            assemblies[f"{prefix}/{stage}"] = synth_stage(stage, folder).outdir
-        if (folder / "pipeline.yaml").is_file():
-            assemblies[f"{prefix}/pipeline"] = synth_pipeline(folder).outdir
-    return assemblies
+    shared = _shared_folder(tmp_path_factory)
+    jobs = _synth_jobs()
+    labels = [label for label, _ in jobs]
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    if worker.removeprefix("gw").isdigit() and int(worker.removeprefix("gw")) % 2:
+        jobs = jobs[::-1]
+    assemblies: dict[str, Path] = {}
+    for wait in (False, True):
+        for label, synthesize in jobs:
+            if label in assemblies:
+                continue
+            slug = label.replace("/", "_").replace(":", "_")
+            handle = _claim(shared / f"{slug}.lock", wait=wait)
+            if handle is None:
+                continue  # another worker is synthesizing it: come back to it after the rest
+            with handle:
+                written = shared / f"{slug}.path"
+                if not written.is_file():
+                    written.write_text(str(synthesize().outdir))
+                assemblies[label] = Path(written.read_text())
+    return {label: assemblies[label] for label in labels}
 
 
 @pytest.fixture(scope="session")
