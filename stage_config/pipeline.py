@@ -441,7 +441,9 @@ def load_pipeline_config(path: Path = PIPELINE_CONFIG_PATH) -> PipelineConfig:
         raise ConfigError(format_validation_error(str(shown_path(path)), error, document=document)) from None
 
 
-def _with_stage_environment(pipeline: PipelineConfig, stages: dict[str, AppConfig], shown: object) -> PipelineConfig:
+def _with_stage_environment(
+    pipeline: PipelineConfig, stages: dict[str, AppConfig], shown: object, unconfigured: list[str]
+) -> PipelineConfig:
     """A pipeline without account/region whose stages set one deploys from the first such stage's environment.
 
     CDK Pipelines needs the pipeline's own environment once a stage names one (cross-environment actions start
@@ -451,12 +453,12 @@ def _with_stage_environment(pipeline: PipelineConfig, stages: dict[str, AppConfi
     on stderr, never silently; with an account and region in config/pipeline.yaml, those are used as they are.
     A pipeline not set up yet (a placeholder left, so `make deploy-pipeline` refuses it) across accounts is
     synthesized from the first stage's environment for checking only, so that `make test` passes for a user of
-    the stages alone; once it is set up, the tooling account is theirs to name.
+    the stages alone; once it is set up, the tooling account is theirs to name. `unconfigured`: the pipeline's
+    placeholder fields (`placeholder_fields`, computed once by `load_pipeline`).
     """
     if pipeline.account and pipeline.region:
         return pipeline
     accounts = {stages[s.name].account for s in pipeline.stages if s.name in stages and stages[s.name].account}
-    unconfigured = placeholder_fields(pipeline.model_dump(mode="json"))
     if len(accounts) > 1 and not unconfigured:  # cross-account: the tooling account is the user's choice
         return pipeline
     for stage in pipeline.stages:
@@ -498,9 +500,12 @@ def load_pipeline(
     if errors:
         raise ConfigError("\n".join(errors))
     shown = shown_path(path)
-    pipeline = _with_stage_environment(pipeline, stages, shown)
+    # Once, before the stage environment is copied in (an account or region is never a placeholder: both are
+    # validated), for both uses below.
+    unconfigured = placeholder_fields(pipeline.model_dump(mode="json"))
+    pipeline = _with_stage_environment(pipeline, stages, shown, unconfigured)
     # Not set up yet: `make deploy-pipeline` refuses it, so a stage user's cross-account setup only warns.
-    readers: list[tuple[str, str]] | None = [] if placeholder_fields(pipeline.model_dump(mode="json")) else None
+    readers: list[tuple[str, str]] | None = [] if unconfigured else None
     problems = pipeline_problems(pipeline, stages, readers)
     if problems:
         raise ConfigError("\n".join(f"{shown}: {field}: {message}" for field, message in problems))
