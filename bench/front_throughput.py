@@ -28,6 +28,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -89,7 +90,26 @@ class Sampler:
         return "\n".join(lines)
 
 
-def _loadtest(target: list[str], level: int, duration: float, out: Path) -> dict:
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds_of_tree(pid: int) -> float:
+    """User + system CPU seconds of a process and its direct children (tritonserver and its Python backend stubs),
+    from /proc/<pid>/stat (fields 14 and 15, in clock ticks; proc(5))."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # the process ended while we looked
+            continue
+        fields = text[text.rindex(")") + 2 :].split()  # after the command name, which may hold spaces
+        own, parent = int(stat.parent.name), int(fields[1])
+        if own == pid or parent == pid:
+            total += int(fields[11]) + int(fields[12])
+    return total / _TICKS
+
+
+def _loadtest(target: list[str], level: int, duration: float, out: Path, triton_pid: int | None = None) -> dict:
     command = [
         sys.executable, "-m", "endpoint_client", "loadtest", *target,
         "--model-config", str(ROOT / "examples" / "models" / "add_sub" / "config.pbtxt"),
@@ -97,12 +117,21 @@ def _loadtest(target: list[str], level: int, duration: float, out: Path) -> dict
         "--json", str(out), "--quiet",
     ]  # fmt: skip
     before = time.process_time()
+    generator_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    triton_before = _cpu_seconds_of_tree(triton_pid) if triton_pid else 0.0
     subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     used = time.process_time() - before  # this process's CPU: the front's (Triton and the generator are
     # other processes), per request of the window and the 2 s warm-up at the same rate (an estimate)
+    generator_after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the loadtest process, waited for above
+    generator = (generator_after.ru_utime + generator_after.ru_stime) - (
+        generator_before.ru_utime + generator_before.ru_stime
+    )
+    triton = _cpu_seconds_of_tree(triton_pid) - triton_before if triton_pid else None
     level_doc = json.loads(out.read_text())["levels"][0]
-    requests = level_doc["requests"] * (duration + 2) / duration
-    level_doc["front_cpu_us"] = used / max(1.0, requests) * 1e6 if "--local" in target else None
+    requests = max(1.0, level_doc["requests"] * (duration + 2) / duration)
+    level_doc["front_cpu_us"] = used / requests * 1e6 if "--local" in target else None
+    level_doc["triton_cpu_us"] = triton / requests * 1e6 if triton is not None else None
+    level_doc["generator_cpu_us"] = generator / requests * 1e6
     return level_doc
 
 
@@ -129,6 +158,10 @@ def _front_of(rev: str, triton: object, work: Path) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _us(value: float | None) -> str:
+    return "" if value is None else f"{value:.0f} µs"
 
 
 def main() -> int:
@@ -176,24 +209,29 @@ def main() -> int:
             triton = ["--triton", f"http://127.0.0.1:{endpoint.triton.port}", "--model-name", "add_sub"]
             paths.append(("Triton KServe", triton))
             out = Path(work) / "level.json"
+            triton_pid = endpoint.process.pid if endpoint.process is not None else None
             print(f"load average before: {os.getloadavg()}", flush=True)
             for round_number in range(1, args.rounds + 1):
                 for level in levels:
                     for name, target in paths:
-                        rows.append((level, name, round_number, _loadtest(target, level, args.duration, out)))
+                        doc = _loadtest(target, level, args.duration, out, triton_pid)
+                        rows.append((level, name, round_number, doc))
             if args.profile:
                 with Sampler() as sampler:
                     _loadtest(paths[0][1], max(levels), args.duration, out)
                 print(sampler.report())
             print(f"load average after: {os.getloadavg()}", flush=True)
-    print("| path | concurrency | round | inv/s | p50 ms | p99 ms | errors | front CPU per request |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| path | concurrency | round | inv/s | p50 ms | p99 ms | errors | front CPU per request "
+        "| Triton CPU per request | generator CPU per request |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for level, name, round_number, doc in sorted(rows, key=lambda row: (row[0], row[1], row[2])):
         latency = doc["latency_ms"] or {}
         print(
             f"| {name} | {level} | {round_number} | {doc['invocations_per_s']:.1f} | {latency.get('p50', 0):.2f} "
             f"| {latency.get('p99', 0):.2f} | {sum(doc['errors'].values())} "
-            f"| {'' if doc['front_cpu_us'] is None else format(doc['front_cpu_us'], '.0f') + ' µs'} |"
+            f"| {_us(doc['front_cpu_us'])} | {_us(doc['triton_cpu_us'])} | {_us(doc['generator_cpu_us'])} |"
         )
     for level in levels:
         for round_number in range(1, args.rounds + 1):
