@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from synth_helpers import CONFIG_DIR, Synthesized, synth_pipeline, synth_stage
+from synth_helpers import CONFIG_DIR, SHIPPED_CONFIG_DIR, Synthesized, synth_pipeline, synth_stage
 
 from endpoint_client.errors import LocalEndpointError
 from endpoint_client.local_endpoint import LocalEndpoint
@@ -39,6 +39,15 @@ def shared_dir() -> Path:
     if not SHARED_DIR.is_dir():
         pytest.skip(f"shared test material not found at {SHARED_DIR} (CI clones it beside the project)")
     return SHARED_DIR
+
+
+@pytest.fixture
+def shipped_checkout(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The current folder is a checkout whose config/ is as shipped (tests/shipped_config/): relative paths such as
+    `config/dev.yaml` and the CLIs' default `--config-dir config` name the shipped copy, whatever the user has
+    put in the project's own config/. Returns that config folder (synth_helpers.SHIPPED_CONFIG_DIR)."""
+    monkeypatch.chdir(SHIPPED_CONFIG_DIR.parent)
+    return SHIPPED_CONFIG_DIR
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -28,6 +28,27 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = PROJECT_ROOT / "config"
 EXAMPLES_CONFIG_DIR = PROJECT_ROOT / "examples" / "config"
+# config/ as the project ships it, byte for byte (same comments, same line numbers): the input of every test that
+# asserts the shipped example's values (its placeholders, no account, `owner/repo`, ...). A user fills in config/
+# before the first deploy (README, "Before the first deploy") and commits it, so neither the working tree nor
+# `git show HEAD:config/...` is the shipped example then, and the pipeline's `make test` runs from a source
+# artifact without .git. Tests that check what will be deployed (the contract tests, snapshots, dev_app, prod_app,
+# pipeline_app) keep reading CONFIG_DIR. tests/shipped_config/README.md says when to update the copy.
+SHIPPED_CONFIG_DIR = PROJECT_ROOT / "tests" / "shipped_config" / "config"
+
+
+def shipped_path(relative: str | Path) -> Path:
+    """A project file as shipped, by its path in the project: `config/...` is the shipped copy's (SHIPPED_CONFIG_DIR),
+    anything else (examples/config/..., tests/configs/...) the project's own, which a user does not edit."""
+    relative = Path(relative)
+    if relative.parts[:1] == ("config",):
+        return SHIPPED_CONFIG_DIR.parent / relative
+    return PROJECT_ROOT / relative
+
+
+def read_shipped_config(name: str) -> dict:
+    """The shipped `config/<name>.yaml` (SHIPPED_CONFIG_DIR) as a YAML document, a fresh copy on every call."""
+    return yaml.safe_load((SHIPPED_CONFIG_DIR / f"{name}.yaml").read_text())
 
 
 @functools.cache

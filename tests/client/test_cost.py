@@ -8,17 +8,18 @@ from pathlib import Path
 
 import pytest
 import yaml
+from synth_helpers import read_shipped_config
 
 from endpoint_client.cli import main
 from endpoint_client.schedule_week import Action, NotWeekly, weekly_capacity
 
-PROJECT = Path(__file__).resolve().parents[2]
 HOURS = 730
 
 
 def stage_file(tmp_path: Path, edit=None, *, region: str | None = "us-east-1") -> Path:
-    """config/dev.yaml with a region, optionally edited, written as tmp_path/dev.yaml."""
-    data = yaml.safe_load((PROJECT / "config" / "dev.yaml").read_text())
+    """The shipped config/dev.yaml (no region: tests/shipped_config/, whatever the user set in config/) with a
+    region, optionally edited, written as tmp_path/dev.yaml."""
+    data = read_shipped_config("dev")
     if region:
         data["region"] = region
     if edit:

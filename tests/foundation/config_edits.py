@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from synth_helpers import shipped_path
 
 from stage_config import ConfigError, load_config
 
@@ -14,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def shipped(relative: str = "config/dev.yaml") -> dict:
-    """A deep copy of a shipped config's data."""
-    return copy.deepcopy(yaml.safe_load((ROOT / relative).read_text()))
+    """A deep copy of a shipped config's data (config/... as shipped, tests/shipped_config/: not the user's)."""
+    return copy.deepcopy(yaml.safe_load(shipped_path(relative).read_text()))
 
 
 def set_path(document: dict, dotted: str, value: object) -> dict:

@@ -1,7 +1,9 @@
 """Property-based tests of the config loader (hypothesis): generated mutations of every shipped config.
 
-Seeds: every config/*.yaml, examples/config/*.yaml and tests/configs/*.yaml (config/pipeline.yaml through the
-pipeline loader, with the stage files beside it). A mutation is a short list of edits of the parsed file (set a
+Seeds: every config/*.yaml as shipped (tests/shipped_config/: the derandomized examples and the corpus do not
+change with what a user puts in config/, which `test_every_shipped_config_is_a_seed_and_loads` loads too),
+examples/config/*.yaml and tests/configs/*.yaml (config/pipeline.yaml through the pipeline loader, with the stage
+files beside it). A mutation is a short list of edits of the parsed file (set a
 value to a hostile one, delete a key, add one, copy a name with its case or separators changed, put raw YAML in
 a value's place: tags, impossible dates, escapes); the oracle for each mutated file is
 
@@ -32,6 +34,7 @@ import yaml
 from aws_cdk import aws_s3 as s3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from synth_helpers import CONFIG_DIR, SHIPPED_CONFIG_DIR, shipped_path
 
 from stacks.container_environment import container_environment
 from stacks.promotion import PromotionError, check_promotion
@@ -43,9 +46,12 @@ from stage_config.pipeline import load_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED_FILES = sorted(
-    str(path.relative_to(ROOT))
-    for pattern in ("config/*.yaml", "examples/config/*.yaml", "tests/configs/*.yaml")
-    for path in ROOT.glob(pattern)
+    [f"config/{path.name}" for path in SHIPPED_CONFIG_DIR.glob("*.yaml")]
+    + [
+        str(path.relative_to(ROOT))
+        for pattern in ("examples/config/*.yaml", "tests/configs/*.yaml")
+        for path in ROOT.glob(pattern)
+    ]
 )
 CORPUS = Path(__file__).with_name("config_mutation_corpus.yaml")
 EXAMPLES = int(os.environ.get("CONFIG_FUZZ_EXAMPLES", "30"))
@@ -399,12 +405,13 @@ def _clean_refusal(message: str, files: list[Path]) -> str | None:
     return None
 
 
-def judge(seed: str, text: str, folder: Path) -> str | None:
-    """None when the loader behaves on `text` (the mutated `seed`); otherwise what went wrong."""
+def judge(seed: str, text: str, folder: Path, source: Path | None = None) -> str | None:
+    """None when the loader behaves on `text` (the mutated `seed`); otherwise what went wrong. The seed's file and
+    its neighbours are the shipped ones (synth_helpers.shipped_path), or `source` and its neighbours."""
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    seed_path = ROOT / seed
+    seed_path = source or shipped_path(seed)
     for sibling in seed_path.parent.glob("*.yaml"):  # promote_from and the pipeline read their neighbours
         shutil.copy(sibling, folder / sibling.name)
     path = folder / seed_path.name
@@ -508,12 +515,14 @@ def test_every_shipped_config_is_a_seed_and_loads(tmp_path):
     assert any(s.startswith("examples/config/") for s in SEED_FILES)
     assert any(s.startswith("tests/configs/") for s in SEED_FILES)
     for seed in SEED_FILES:
-        assert judge(seed, (ROOT / seed).read_text(), tmp_path / seed.replace("/", "_")) is None
+        assert judge(seed, shipped_path(seed).read_text(), tmp_path / seed.replace("/", "_")) is None
+    for own in sorted(CONFIG_DIR.glob("*.yaml")):  # and the user's own config/: what `make deploy` reads
+        assert judge(f"config/{own.name}", own.read_text(), tmp_path / f"own_{own.name}", source=own) is None
 
 
 @pytest.mark.parametrize("seed", SEED_FILES)
 def test_mutations_are_refused_cleanly_or_accepted_by_the_plan(seed, tmp_path_factory):
-    text = (ROOT / seed).read_text()
+    text = shipped_path(seed).read_text()
     folder = tmp_path_factory.mktemp("mutated")
 
     @settings(
@@ -542,7 +551,7 @@ def _corpus() -> list[dict]:
 def test_corpus_mutations_stay_fixed(entry, tmp_path):
     """Each finding of these tests (and each item of issue #22), kept: a clean refusal holding `expect`."""
     folder = tmp_path / "case"
-    assert judge(entry["seed"], apply((ROOT / entry["seed"]).read_text(), entry["edits"]), folder) is None
+    assert judge(entry["seed"], apply(shipped_path(entry["seed"]).read_text(), entry["edits"]), folder) is None
     path = folder / Path(entry["seed"]).name
     with pytest.raises(ConfigError) as refused:
         if path.name == "pipeline.yaml":

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+from synth_helpers import shipped_path
 
 from model_build.config_yaml import read_config_document
 from stacks.build_stack import BuildStack
@@ -28,9 +29,10 @@ SHIPPED = [ROOT / "config" / "dev.yaml", *sorted((ROOT / "examples" / "config").
 
 
 def stage_folder(tmp_path: Path, seed: str = "config/dev.yaml") -> Path:
-    """A copy of the seed's folder (promote_from and the pipeline read the neighbours)."""
+    """A copy of the seed's folder as shipped (promote_from and the pipeline read the neighbours; config/ is the
+    shipped copy, tests/shipped_config/, whatever the user set)."""
     folder = tmp_path / "config"
-    shutil.copytree((ROOT / seed).parent, folder)
+    shutil.copytree(shipped_path(seed).parent, folder)
     return folder
 
 
@@ -172,12 +174,12 @@ def test_two_pipeline_stages_with_one_bucket_name_are_refused(tmp_path):
 
 
 def test_pipeline_problems_name_both_stages():
-    """As above, for stages that do not promote from one another (pipeline_problems)."""
+    """As above, for stages that do not promote from one another (pipeline_problems); the shipped configs."""
     from stage_config.pipeline import load_pipeline_config, pipeline_problems
 
-    pipeline = load_pipeline_config(ROOT / "config" / "pipeline.yaml")
-    dev = load_config(ROOT / "config" / "dev.yaml")
-    prod = load_config(ROOT / "config" / "prod.yaml")
+    pipeline = load_pipeline_config(shipped_path("config/pipeline.yaml"))
+    dev = load_config(shipped_path("config/dev.yaml"))
+    prod = load_config(shipped_path("config/prod.yaml"))
     same = prod.model_copy(update={"artifacts": dev.artifacts})
     problems = pipeline_problems(pipeline, {"dev": dev, "prod": same})
     assert any(

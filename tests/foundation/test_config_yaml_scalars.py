@@ -11,11 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from config_edits import ROOT, refusal
+from config_edits import refusal
+from synth_helpers import shipped_path
 
 from stage_config.pipeline import load_pipeline_config
 
-DEV_TEXT = (ROOT / "config" / "dev.yaml").read_text()
+DEV_TEXT = shipped_path("config/dev.yaml").read_text()  # as shipped (`emails: []`), whatever the user set
 
 
 def _dev_with(tmp_path: Path, old: str, new: str) -> Path:
@@ -82,13 +83,14 @@ def test_every_problem_of_this_kind_is_listed_at_once(tmp_path):
 
 
 def test_the_pipeline_file_gets_the_same_rules(tmp_path):
-    text = (ROOT / "config" / "pipeline.yaml").read_text().replace("branch: main", 'branch: "ma\\0in"')
+    text = shipped_path("config/pipeline.yaml").read_text().replace("branch: main", 'branch: "ma\\0in"')
     (tmp_path / "pipeline.yaml").write_text(text)
     with pytest.raises(Exception) as refused:
         load_pipeline_config(tmp_path / "pipeline.yaml")
     assert type(refused.value).__name__ == "ConfigError"
     assert "source.branch: the value holds a NUL character" in str(refused.value)
-    text = (ROOT / "config" / "pipeline.yaml").read_text().replace("max_latency_ms: 2000", "max_latency_ms: 2026-02-29")
+    shipped = shipped_path("config/pipeline.yaml").read_text()
+    text = shipped.replace("max_latency_ms: 2000", "max_latency_ms: 2026-02-29")
     (tmp_path / "pipeline.yaml").write_text(text)
     with pytest.raises(Exception, match=r"smoke\.max_latency_ms: '2026-02-29' reads as a YAML date"):
         load_pipeline_config(tmp_path / "pipeline.yaml")

@@ -1,7 +1,8 @@
 """What `make deploy|diff|destroy|deploy-pipeline` check before AWS, and when they synthesize again (issue #27).
 
 Sources: the shipped configs' placeholders (config/dev.yaml `artifacts.bucket_name`, config/pipeline.yaml
-`source.connection_arn`, examples/config/*.yaml); boto3's credential chain (`Session.get_credentials()` returns
+`source.connection_arn`, read from the shipped copy tests/shipped_config/ since a user fills in config/;
+examples/config/*.yaml); boto3's credential chain (`Session.get_credentials()` returns
 None when no provider finds any, boto3 docs "Credentials"), which is the chain the CDK CLI's "Unable to resolve
 AWS account to use" comes from; CloudFormation `DeleteStack` / `ListStacks` (API reference), stubbed with
 botocore's Stubber so the calls are checked against botocore's service model; `cdk destroy` asks
@@ -18,12 +19,12 @@ from pathlib import Path
 import boto3
 import pytest
 from botocore.stub import Stubber
+from synth_helpers import SHIPPED_CONFIG_DIR
 
 from stacks import assembly_fingerprint, deploy_preflight, stage_teardown
 from stacks.deploy_preflight import find_placeholders, main, pipeline_files, profile_from_cdk_args, stage_files
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-CONFIG = PROJECT_ROOT / "config"
 
 
 class _Session:
@@ -63,10 +64,11 @@ def _config_dir(tmp_path: Path, **files: str) -> Path:
 
 
 def test_the_shipped_placeholders_are_found_with_file_field_and_line() -> None:
-    (bucket,) = find_placeholders(CONFIG / "dev.yaml")
+    shipped = SHIPPED_CONFIG_DIR
+    (bucket,) = find_placeholders(shipped / "dev.yaml")
     assert (bucket.field, bucket.value) == ("artifacts.bucket_name", "triton-models-dev-replace-me")
-    assert CONFIG.joinpath("dev.yaml").read_text().splitlines()[bucket.line - 1].strip().startswith("bucket_name:")
-    (connection,) = find_placeholders(CONFIG / "pipeline.yaml")
+    assert shipped.joinpath("dev.yaml").read_text().splitlines()[bucket.line - 1].strip().startswith("bucket_name:")
+    (connection,) = find_placeholders(shipped / "pipeline.yaml")
     assert connection.field == "source.connection_arn" and connection.value.endswith("connection/REPLACE-ME")
     assert "CodeConnections" in connection.message() and "globally unique" in bucket.message()
     for example in sorted((PROJECT_ROOT / "examples" / "config").glob("*.yaml")):
@@ -93,8 +95,9 @@ def test_keys_comments_and_unreadable_files_are_not_placeholders(tmp_path) -> No
 
 
 def test_a_stage_is_checked_with_the_stages_it_promotes_from_and_the_pipeline_with_its_stages() -> None:
-    assert stage_files("prod", CONFIG) == [CONFIG / "prod.yaml", CONFIG / "dev.yaml"]  # prod copies dev's bucket
-    assert pipeline_files(CONFIG) == [CONFIG / "pipeline.yaml", CONFIG / "dev.yaml", CONFIG / "prod.yaml"]
+    shipped = SHIPPED_CONFIG_DIR
+    assert stage_files("prod", shipped) == [shipped / "prod.yaml", shipped / "dev.yaml"]  # prod copies dev's bucket
+    assert pipeline_files(shipped) == [shipped / "pipeline.yaml", shipped / "dev.yaml", shipped / "prod.yaml"]
 
 
 def test_a_promote_from_cycle_ends(tmp_path) -> None:
@@ -113,8 +116,7 @@ def test_a_promote_from_cycle_ends(tmp_path) -> None:
         ),
     ],
 )
-def test_deploy_refuses_a_placeholder_before_asking_for_credentials(argv, expected, capsys, monkeypatch) -> None:
-    monkeypatch.chdir(PROJECT_ROOT)
+def test_deploy_refuses_a_placeholder_before_asking_for_credentials(argv, expected, capsys, shipped_checkout) -> None:
     factory = _factory()
     assert main(argv, session_factory=factory) == 1
     err = capsys.readouterr().err
@@ -131,19 +133,19 @@ def test_an_example_stage_names_its_own_file(capsys, monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("command", ["diff", "destroy"])
-def test_diff_and_destroy_do_not_refuse_placeholders(command, capsys, monkeypatch) -> None:
-    monkeypatch.chdir(PROJECT_ROOT)
+def test_diff_and_destroy_do_not_refuse_placeholders(command, capsys, shipped_checkout) -> None:
+    assert find_placeholders(shipped_checkout / "dev.yaml")  # there is one to refuse
     assert main([command, "--stage", "dev"], session_factory=_factory()) == 0
     assert capsys.readouterr().err == ""
 
 
-def test_synth_warns_once_per_placeholder_without_failing(capsys, monkeypatch) -> None:
-    monkeypatch.chdir(PROJECT_ROOT)
-    assert deploy_preflight.warn_placeholders(stage_files("dev", CONFIG)) == 1
+def test_synth_warns_once_per_placeholder_without_failing(capsys, shipped_checkout) -> None:
+    assert deploy_preflight.warn_placeholders(stage_files("dev", shipped_checkout)) == 1
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("WARNING: config/dev.yaml:11: artifacts.bucket_name:")
     assert err[0].endswith("(`make deploy` refuses it)")
-    assert deploy_preflight.warn_placeholders([CONFIG / "pipeline.yaml"], refused_by="make deploy-pipeline") == 1
+    pipeline = [shipped_checkout / "pipeline.yaml"]
+    assert deploy_preflight.warn_placeholders(pipeline, refused_by="make deploy-pipeline") == 1
     err = capsys.readouterr().err
     assert err.startswith("WARNING: config/pipeline.yaml:12: source.connection_arn:")
     assert err.rstrip().endswith("(`make deploy-pipeline` refuses it)")

@@ -1,9 +1,10 @@
 """Every documented command that runs offline is run here, so a page cannot go stale.
 
 A fenced block right after a `<!-- doctest -->` line in README.md or docs/*.md is a doc test: its lines
-run in order with bash, from a sandbox project (the code linked, config/ copied, so a command may edit
-it) with HOME holding `my_model.onnx` (a small dynamic-batch model); every line must exit 0. `/tmp/` in a
-command is the sandbox's own tmp folder.
+run in order with bash, from a sandbox project (the code linked, config/ copied as shipped from
+tests/shipped_config/, so a command may edit it and meets a fresh clone's config whatever the user set) with
+HOME holding `my_model.onnx` (a small dynamic-batch model); every line must exit 0. `/tmp/` in a command is the
+sandbox's own tmp folder.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from synth_helpers import PROJECT_ROOT
+from synth_helpers import PROJECT_ROOT, SHIPPED_CONFIG_DIR
 
 sys.path.insert(0, str(PROJECT_ROOT / "tests" / "model_build"))
 from onnx_fixtures import dynamic_batch_model
@@ -59,7 +60,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Path:
     project.mkdir()
     for name in LINKED:
         (project / name).symlink_to(PROJECT_ROOT / name)
-    subprocess.run(["cp", "-r", str(PROJECT_ROOT / "config"), str(project / "config")], check=True)
+    subprocess.run(["cp", "-r", str(SHIPPED_CONFIG_DIR), str(project / "config")], check=True)
     # Copied, not linked: stage_config's loader takes the project root from its own resolved path, and model
     # sources must resolve inside it: a stage file a doc command edited (README's `init --append`) names
     # models/my_model.onnx in the sandbox, the example stages name examples/models/.

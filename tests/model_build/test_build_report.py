@@ -22,7 +22,7 @@ from cli_runner import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
-from synth_helpers import PROJECT_ROOT
+from synth_helpers import SHIPPED_CONFIG_DIR
 
 from model_build import build_report
 from model_build.accuracy import DEFAULTS, AccuracyError, check, compare_output, compare_outputs, tolerance
@@ -30,7 +30,7 @@ from model_build.build_report import REPORT_SCHEMA_VERSION, publish_report, repo
 from model_build.errors import ModelBuildError
 from serving_facts.settings import ModelSettings
 
-DEV = PROJECT_ROOT / "config" / "dev.yaml"
+DEV = SHIPPED_CONFIG_DIR / "dev.yaml"  # as shipped (its bucket `triton-models-dev-replace-me`), whatever the user set
 
 
 def _tol(atol: float, rtol: float):

@@ -12,7 +12,8 @@ from synth_helpers import Synthesized, synth_pipeline
 
 @pytest.fixture(scope="session")
 def default_pipeline() -> Synthesized:
-    """config/pipeline.yaml with the repository's dev/prod configs, promotion set up (same account)."""
+    """The shipped config/pipeline.yaml with its dev/prod configs (tests/shipped_config/), promotion set up (same
+    account); the user's own config/ is the pipeline_app fixture's (tests/conftest.py)."""
     return synth_pipeline(default_pipeline_folder())
 
 

@@ -6,19 +6,20 @@ import copy
 from pathlib import Path
 
 import yaml
-from synth_helpers import PROJECT_ROOT, config_folder
+from synth_helpers import config_folder, read_shipped_config
 
-CONFIG_DIR = PROJECT_ROOT / "config"
 PIPELINE_ACCOUNT, DEV_ACCOUNT, PROD_ACCOUNT = "111111111111", "222222222222", "333333333333"
 DEV_BUCKET = "triton-models-dev-example"
 
 
 def read_config(name: str) -> dict:
-    return yaml.safe_load((CONFIG_DIR / f"{name}.yaml").read_text())
+    """The shipped config/<name>.yaml (tests/shipped_config/), not the user's: these folders are test inputs whose
+    values the pipeline tests assert (`owner/repo`, one account); the user's own config/ is the pipeline_app's."""
+    return read_shipped_config(name)
 
 
 def promoted_documents() -> dict[str, dict]:
-    """The repository's dev/prod configs with promotion set up as docs/pipeline.md describes."""
+    """The shipped dev/prod configs with promotion set up as docs/pipeline.md describes."""
     dev, prod = read_config("dev"), read_config("prod")
     dev.setdefault("artifacts", {})["bucket_name"] = DEV_BUCKET
     prod["promote_from"] = "dev"
@@ -46,7 +47,7 @@ def write_documents(folder: Path, documents: dict[str, dict]) -> Path:
 
 
 def default_pipeline_folder() -> Path:
-    """config/pipeline.yaml with the repository's dev/prod configs, promotion set up."""
+    """The shipped config/pipeline.yaml with its dev/prod configs, promotion set up."""
     return config_folder("tests/pipeline:default", promoted_documents())
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from pipeline_helpers import PROD_ACCOUNT, cross_account_documents, promoted_documents, write_documents
+from synth_helpers import SHIPPED_CONFIG_DIR
 
 from stage_config import ConfigError
 from stage_config.pipeline import load_pipeline, load_pipeline_config
@@ -17,7 +18,8 @@ def _load(tmp_path: Path, documents: dict[str, dict]):
 
 
 def test_repository_config_is_valid_with_placeholder_source():
-    pipeline, stages = load_pipeline()
+    """The shipped config/pipeline.yaml (tests/shipped_config/: a user replaces the placeholder in config/)."""
+    pipeline, stages = load_pipeline(SHIPPED_CONFIG_DIR / "pipeline.yaml")
     assert [s.name for s in pipeline.stages] == ["dev", "prod"]
     assert [s.approval for s in pipeline.stages] == [False, True]
     assert pipeline.source.is_placeholder

@@ -9,35 +9,29 @@ config/pipeline.yaml is set up (no placeholder left), `make synth-pipeline` alwa
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 
 import pytest
-from synth_helpers import CONFIG_DIR, PROJECT_ROOT, cdk_context
+from synth_helpers import PROJECT_ROOT, SHIPPED_CONFIG_DIR, cdk_context
 
 from stacks.deploy_preflight import main as preflight
 from stage_config import ConfigError
 from stage_config.pipeline import load_pipeline
 
-# A top-level `account:` or `region:` line (not a comment, not nested).
-ENVIRONMENT_LINE = re.compile(r"^(account|region)\s*:")
 DEV_ACCOUNT = 'account: "222222222222"\nregion: us-east-1\n'
 PROD_ACCOUNT = 'account: "333333333333"\nregion: us-east-1\n'
 
 
 def _configs(tmp_path: Path, dev_env: str, pipeline_env: str = "", prod_env: str = "") -> Path:
-    """config/ as shipped, whatever the working tree's files hold: every account/region line is removed first
-    (a user who set dev's account, as the README says, must not change what these tests check), then the given
-    lines are added to dev, the pipeline and prod."""
+    """config/ as shipped (tests/shipped_config/: no account or region, the pipeline not set up), whatever the
+    user has put in config/ (a user who set dev's account, as the README says, must not change what these tests
+    check), with the given lines added to dev, the pipeline and prod."""
     folder = tmp_path / "config"
-    shutil.copytree(CONFIG_DIR, folder)
+    shutil.copytree(SHIPPED_CONFIG_DIR, folder)
     for name, lines in (("dev.yaml", dev_env), ("pipeline.yaml", pipeline_env), ("prod.yaml", prod_env)):
         path = folder / name
-        kept = [line for line in path.read_text().splitlines(keepends=True) if not ENVIRONMENT_LINE.match(line)]
-        path.write_text(lines + "".join(kept))
-    pipeline = folder / "pipeline.yaml"  # not set up, as shipped, even where the user has set up theirs
-    pipeline.write_text(re.sub(r"connection/[^\s\"']+", "connection/REPLACE-ME", pipeline.read_text()))
+        path.write_text(lines + path.read_text())
     return folder
 
 
