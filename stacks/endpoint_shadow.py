@@ -9,7 +9,6 @@ further grant.
 
 from __future__ import annotations
 
-from serving_facts import drivers
 from serving_facts.catalogue import instance_type
 from stacks.artifact_plan import PlannedEndpoint
 from stacks.artifact_stack import ArtifactImports
@@ -27,10 +26,8 @@ def shadow_model(config: AppConfig, located: PlannedEndpoint, artifacts: Artifac
     if shadow is None:
         return None
     (artifact,) = located.shadows
-    instance = instance_type(shadow.instance_type)
-    ami = None
-    if instance.has_gpu:
-        ami = drivers.ami_for(config.triton_release, instance.family, requested=settings.inference_ami_version).name
+    # The config's AMI for a GPU shadow; the pattern checks it or picks the one whose driver runs the release.
+    ami = settings.inference_ami_version if instance_type(shadow.instance_type).has_gpu else None
     variant = props.SHADOW_VARIANT.build(shadow, inference_ami_version=ami, **shadow_variant_timeouts(settings))
     return props.SHADOW.build(
         shadow, model_data=TritonModelData.from_archive(artifacts.bucket, artifact.key), variant=variant

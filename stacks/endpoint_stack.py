@@ -13,7 +13,6 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from serving_facts import drivers
 from serving_facts.catalogue import InstanceType, instance_type
 from stacks.artifact_plan import PlannedEndpoint
 from stacks.artifact_stack import ArtifactImports, ArtifactStack
@@ -85,15 +84,14 @@ def deployment_policy(settings: EndpointSettings) -> DeploymentPolicy:
     )
 
 
-def inference_ami(settings: EndpointSettings, instance_type_name: str, triton_release: str) -> str | None:
-    """The GPU host AMI whose driver runs the release (serving_facts/drivers.py); None on CPU types."""
-    instance = instance_type(instance_type_name)
-    if not instance.has_gpu:
-        return None
-    return drivers.ami_for(triton_release, instance.family, requested=settings.inference_ami_version).name
+def requested_ami(settings: EndpointSettings, instance_type_name: str) -> str | None:
+    """The config's `inference_ami_version` for a GPU variant (the pattern checks it, or picks the newest AMI whose
+    driver runs the release when it is left out: serving_facts/drivers.py); None on a CPU variant, which has no
+    GPU host AMI."""
+    return settings.inference_ami_version if instance_type(instance_type_name).has_gpu else None
 
 
-def production_variants(settings: EndpointSettings, triton_release: str) -> list[ProductionVariant]:
+def production_variants(settings: EndpointSettings) -> list[ProductionVariant]:
     timeouts = {
         "volume_size_gb": settings.volume_size_gb,
         "model_data_download_timeout_seconds": settings.model_data_download_timeout_seconds,
@@ -104,24 +102,23 @@ def production_variants(settings: EndpointSettings, triton_release: str) -> list
         instance_type=settings.instance_type,
         initial_instance_count=settings.initial_instance_count,
         initial_weight=settings.initial_weight,
-        inference_ami_version=inference_ami(settings, settings.instance_type, triton_release),
+        inference_ami_version=requested_ami(settings, settings.instance_type),
         **timeouts,
     )
     extra = [
-        props.VARIANT.build(
-            v, inference_ami_version=inference_ami(settings, v.instance_type, triton_release), **timeouts
-        )
+        props.VARIANT.build(v, inference_ami_version=requested_ami(settings, v.instance_type), **timeouts)
         for v in settings.extra_variants
     ]
     return [primary, *extra]
 
 
-def scaling_settings(settings: EndpointSettings, instance: InstanceType) -> ScalingSettings:
+def scaling_settings(settings: EndpointSettings) -> ScalingSettings:
+    """The config's `autoscaling:`; the pattern takes each variant's GPU count from the instance catalogue."""
     s = settings.autoscaling
     assert s is not None
     return props.AUTOSCALING.build(
         s,
-        gpu_count=instance.gpu_count,
+        gpu_count=None,
         scheduled=[props.SCHEDULED.build(a) for a in s.scheduled],
     )
 
@@ -165,7 +162,6 @@ class EndpointStack(cdk.Stack):
             self._serve_components(config, shared, endpoint_artifacts, container, endpoint_name)
             return
         self.async_inference = async_serving(self, settings, shared)  # `async_inference:` (stacks/async_endpoint.py)
-        primary = instance_type(settings.instance_type)
         serving = TritonServingEndpoint(
             self,
             "Default",
@@ -173,7 +169,7 @@ class EndpointStack(cdk.Stack):
             container=container,
             model_data=model_data(endpoint_artifacts, shared),
             default_model_name=settings.models[0] if settings.mode == "single_model" else None,
-            variants=production_variants(settings, config.triton_release),
+            variants=production_variants(settings),
             deployment=deployment_policy(settings),
             rollback_alarms=settings.deployment.rollback_alarms,
             data_capture=props.DATA_CAPTURE.build(
@@ -186,7 +182,7 @@ class EndpointStack(cdk.Stack):
             else None,
             metrics=props.METRICS.build(settings.metrics) if settings.metrics else None,
             thresholds=props.ALARMS.build(settings.alarms),
-            scaling=scaling_settings(settings, primary) if settings.autoscaling else None,
+            scaling=scaling_settings(settings) if settings.autoscaling else None,
             alarm_emails=config.notifications.emails,
             dashboard_name=f"triton-{endpoint_name}",
             shadow=shadow_model(config, endpoint_artifacts, shared),
@@ -250,7 +246,7 @@ class EndpointStack(cdk.Stack):
                 instance_type=settings.instance_type,
                 name=settings.variant_name,
                 initial_instance_count=settings.initial_instance_count,
-                inference_ami_version=inference_ami(settings, settings.instance_type, config.triton_release),
+                inference_ami_version=requested_ami(settings, settings.instance_type),
                 volume_size_gb=settings.volume_size_gb,
             ),
             components=served,

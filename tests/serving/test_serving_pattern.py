@@ -98,13 +98,17 @@ def test_the_default_id_leaves_the_pattern_out_of_logical_ids(stack):
 
 
 def test_monitoring_derives_hardware_from_each_variants_instance_type(stack):
-    """Per-variant alarms follow the instance catalogue without being told: GPU memory on the GPU variant only."""
+    """Per-variant alarms follow the instance catalogue without being told: GPU memory runs 0-100 x the GPU count
+    (monitoring.py), so the per-GPU 90 % is 90 on ml.g5.xlarge (1 GPU) and 360 on ml.g5.12xlarge (4 GPUs). Every
+    variant has the primary's hardware kind (a GPU + CPU mix is refused: test_serving_pattern_props.py)."""
     pattern = serving_endpoint(
         stack,
-        variants=[ProductionVariant("Gpu", "ml.g5.xlarge"), ProductionVariant("Cpu", "ml.c6i.xlarge")],
+        variants=[ProductionVariant("One", "ml.g5.xlarge"), ProductionVariant("Four", "ml.g5.12xlarge")],
     )
-    assert "gpu_memory" in pattern.monitoring.alarms["Gpu"]
-    assert "gpu_memory" not in pattern.monitoring.alarms["Cpu"]
+    thresholds = {
+        v: stack.resolve(a["gpu_memory"].node.default_child.threshold) for v, a in pattern.monitoring.alarms.items()
+    }
+    assert thresholds == {"One": 90, "Four": 360}
     assert pattern.monitoring.multi_model is False
 
 
@@ -124,8 +128,8 @@ def test_the_image_follows_the_primary_variants_hardware(stack):
 
 def test_scaling_takes_each_variants_gpu_count_from_the_catalogue(stack):
     """GPUUtilization runs 0-100 x GPU count (../shared/README.md "Autoscaling"): the per-GPU target is multiplied by
-    the variant's own GPU count, here 4 on ml.g5.12xlarge and 1 on ml.g5.xlarge."""
-    settings = ScalingSettings(min_capacity=1, max_capacity=2, gpu_count=0, gpu_utilization_percent=70)
+    the variant's own GPU count, here 4 on ml.g5.12xlarge and 1 on ml.g5.xlarge (ScalingSettings.gpu_count left out)."""
+    settings = ScalingSettings(min_capacity=1, max_capacity=2, gpu_utilization_percent=70)  # gpu_count: derived
     serving_endpoint(
         stack,
         variants=[ProductionVariant("One", "ml.g5.xlarge"), ProductionVariant("Four", "ml.g5.12xlarge")],

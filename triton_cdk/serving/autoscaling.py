@@ -19,6 +19,7 @@ GPUUtilization runs 0-100 x GPU count, so the per-GPU target is multiplied by th
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from serving_facts.catalogue import INSTANCE_TYPES
 from triton_cdk.errors import InvalidPropsError
 from triton_cdk.serving.endpoint import TritonEndpoint
 
@@ -55,11 +57,13 @@ class ScalingSettings:
     """What to track. Targets left None are not tracked; at least one is required.
 
     gpu_utilization_percent is per GPU (0-100); gpu_count scales it to the metric's range.
+    gpu_count: Default: - the scaled variant's, from its instance type in the instance catalogue
+    (serving_facts.catalogue; TritonEndpointScaling fills it in, and refuses a type outside the catalogue).
     """
 
     min_capacity: int
     max_capacity: int
-    gpu_count: int
+    gpu_count: int | None = None
     invocations_per_instance: float | None = None
     concurrent_requests_per_model: float | None = None
     gpu_utilization_percent: float | None = None
@@ -72,7 +76,7 @@ class ScalingSettings:
     def gpu_utilization_target(self) -> float | None:
         if self.gpu_utilization_percent is None:
             return None
-        return self.gpu_utilization_percent * self.gpu_count
+        return self.gpu_utilization_percent * (self.gpu_count or 0)
 
     def problems(self) -> list[str]:
         found = []
@@ -86,7 +90,7 @@ class ScalingSettings:
         if self.concurrent_requests_per_model is not None and self.concurrent_requests_per_model <= 0:
             found.append(f"concurrent_requests_per_model must be above 0, got {self.concurrent_requests_per_model}")
         if self.gpu_utilization_percent is not None:
-            if self.gpu_count < 1:
+            if self.gpu_count is not None and self.gpu_count < 1:
                 found.append("GPU-utilization scaling needs a GPU instance; this variant has none")
             if not 0 < self.gpu_utilization_percent <= 100:
                 found.append(f"gpu_utilization_percent is per GPU (0-100], got {self.gpu_utilization_percent}")
@@ -112,7 +116,18 @@ class TritonEndpointScaling(Construct):
         super().__init__(scope, construct_id)
         unknown = sorted(set(settings_by_variant) - set(endpoint.variant_names))
         problems = [f"unknown variants {unknown}; the endpoint has {endpoint.variant_names}"] if unknown else []
+        instance_types = {v.name: v.instance_type for v in endpoint.variants}
+        settings_by_variant = dict(settings_by_variant)
         for name, settings in settings_by_variant.items():
+            if settings.gpu_count is None and name in instance_types:
+                instance = INSTANCE_TYPES.get(instance_types[name])
+                if instance is None:
+                    problems.append(
+                        f"variant '{name}': {instance_types[name]} is not in the instance catalogue "
+                        "(serving_facts.catalogue); give gpu_count"
+                    )
+                    continue
+                settings_by_variant[name] = settings = dataclasses.replace(settings, gpu_count=instance.gpu_count)
             problems.extend(f"variant '{name}': {p}" for p in settings.problems())
         if problems:
             raise InvalidPropsError(f"TritonEndpointScaling {self.node.path}: " + "; ".join(problems))

@@ -33,6 +33,10 @@ class TritonComponentMonitoring(Construct):
     """Per component: alarms (to `topic`, ALARM and OK) and a dashboard section.
 
     Kinds: latency, errors_5xx, errors_4xx, cpu, memory; gpu_memory on components that reserve GPUs.
+
+    As TritonEndpointMonitoring, it asks for nothing the endpoint already states: the components and their
+    reservations (GPUs, memory) come from `endpoint.components`; utilisation is per copy, so no vCPU or GPU count
+    scales a threshold.
     """
 
     def __init__(

@@ -173,7 +173,9 @@ class DataCapture:
     def grant_write(self, grantee: iam.IGrantable) -> list[iam.PolicyStatement]:
         """Give `grantee` (the endpoint's execution role: SageMaker writes the capture with it) what capture needs:
         s3:PutObject under the prefix only (Sid `WriteDataCapture`; SageMaker chooses the object keys) and
-        kms:GenerateDataKey / kms:Encrypt on `key` (Sid `EncryptDataCapture`). Returns the statements."""
+        kms:GenerateDataKey / kms:Encrypt on `key` (Sid `EncryptDataCapture`). Returns the statements, not an
+        `iam.Grant`: `iam.Grant.add_to_principal` builds its statement without a Sid (and iam.Grant has no public
+        constructor), which would change every deployed template that has these Sids."""
         statements = [
             iam.PolicyStatement(sid="WriteDataCapture", actions=["s3:PutObject"], resources=[self.objects_arn]),
             iam.PolicyStatement(
@@ -482,28 +484,45 @@ class TritonEndpoint(_EndpointBase):
         ]
 
     def _check(self) -> None:
-        problems = []
-        name = self.endpoint_name
-        name_problem = None if cdk.Token.is_unresolved(name) else ENDPOINT_NAME.name_problem("endpoint_name", name)
-        if name_problem:
-            problems.append(name_problem)
-        if not self.variants:
-            problems.append("at least one production variant is required")
-        duplicates = sorted({n for n in self.variant_names if self.variant_names.count(n) > 1})
-        if duplicates:
-            problems.append(f"variant names must be unique, got {duplicates} twice")
-        for variant in self.variants:
-            problems.extend(variant.problems())
-        if self.variants and not any(v.initial_weight > 0 for v in self.variants):
-            problems.append("at least one variant needs an initial_weight above 0")
-        problems.extend(self.deployment.validate(variant_count=len(self.variants)))
-        if self.data_capture:
-            problems.extend(self.data_capture.problems())
-        if self.metrics:
-            problems.extend(self.metrics.problems())
+        problems = endpoint_problems(
+            self.endpoint_name, self.variants, self.deployment, data_capture=self.data_capture, metrics=self.metrics
+        )
         if self.async_output:
             problems.extend(self.async_output.problems())
         if self.shadow:
             problems.extend(self.shadow.problems_with(self.variants))
         if problems:
             raise InvalidPropsError(f"TritonEndpoint {self.node.path}: " + "; ".join(problems))
+
+
+def endpoint_problems(
+    endpoint_name: str,
+    variants: Sequence[ProductionVariant],
+    deployment: DeploymentPolicy,
+    *,
+    data_capture: DataCapture | None = None,
+    metrics: MetricsPublishing | None = None,
+) -> list[str]:
+    """What TritonEndpoint refuses about these props (the shadow and asynchronous output aside), as messages: the
+    serving patterns collect them with their own problems before building anything."""
+    problems = []
+    unresolved = cdk.Token.is_unresolved(endpoint_name)
+    name_problem = None if unresolved else ENDPOINT_NAME.name_problem("endpoint_name", endpoint_name)
+    if name_problem:
+        problems.append(name_problem)
+    if not variants:
+        problems.append("at least one production variant is required")
+    names = [v.name for v in variants]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        problems.append(f"variant names must be unique, got {duplicates} twice")
+    for variant in variants:
+        problems.extend(variant.problems())
+    if variants and not any(v.initial_weight > 0 for v in variants):
+        problems.append("at least one variant needs an initial_weight above 0")
+    problems.extend(deployment.validate(variant_count=len(variants)))
+    if data_capture:
+        problems.extend(data_capture.problems())
+    if metrics:
+        problems.extend(metrics.problems())
+    return problems

@@ -23,7 +23,7 @@ tests/contract/test_async_metrics_rules.py checks every shipped template against
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import aws_cdk as cdk
@@ -32,6 +32,7 @@ from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from serving_facts.catalogue import INSTANCE_TYPES
 from triton_cdk.errors import InvalidPropsError
 from triton_cdk.serving.endpoint import TritonEndpoint
 from triton_cdk.serving.metrics import SageMakerInvocationMetrics
@@ -67,6 +68,16 @@ class VariantHardware:
     gpu_count: int
 
 
+def variant_hardware(endpoint: TritonEndpoint) -> dict[str, VariantHardware]:
+    """vCPUs and GPUs of each of `endpoint`'s variants whose instance type the catalogue knows."""
+    found = {}
+    for variant in endpoint.variants:
+        instance = INSTANCE_TYPES.get(variant.instance_type)
+        if instance is not None:
+            found[variant.name] = VariantHardware(instance.vcpus, instance.gpu_count)
+    return found
+
+
 @dataclass(frozen=True)
 class _AlarmSpec:
     kind: str
@@ -81,6 +92,12 @@ class TritonEndpointMonitoring(Construct):
 
     Alarm kinds: latency, errors_5xx, errors_4xx, cpu, memory; gpu_memory on GPU instances;
     disk, model_loading_wait and model_cache_hit on multi-model endpoints.
+
+    Props (keyword-only): endpoint, thresholds, topic (Default: - no alarm actions), dashboard_name (Default: -
+    generated), and two overrides of what the endpoint already states:
+    - hardware_by_variant: vCPUs and GPUs per variant. Default: - each variant's instance type in the instance
+      catalogue (serving_facts.catalogue); a variant whose type is not there must be given.
+    - multi_model: Default: - the endpoint's model is a multi-model one (TritonModelData.from_multi_model_prefix).
     """
 
     def __init__(
@@ -90,16 +107,20 @@ class TritonEndpointMonitoring(Construct):
         *,
         endpoint: TritonEndpoint,
         thresholds: AlarmThresholds,
-        hardware_by_variant: dict[str, VariantHardware],
-        multi_model: bool,
+        hardware_by_variant: Mapping[str, VariantHardware] | None = None,
+        multi_model: bool | None = None,
         topic: sns.ITopic | None = None,
         dashboard_name: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        hardware_by_variant = {**variant_hardware(endpoint), **(hardware_by_variant or {})}
+        if multi_model is None:
+            multi_model = endpoint.model.mode == "MultiModel"
         missing = sorted(set(endpoint.variant_names) - set(hardware_by_variant))
         if missing:
             raise InvalidPropsError(
-                f"TritonEndpointMonitoring {self.node.path}: no hardware given for variants {missing}"
+                f"TritonEndpointMonitoring {self.node.path}: variants {missing} have instance types outside the "
+                "instance catalogue (serving_facts.catalogue): give their hardware_by_variant"
             )
         if thresholds.datapoints_to_alarm > thresholds.evaluation_periods:
             raise InvalidPropsError(

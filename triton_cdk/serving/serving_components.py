@@ -4,7 +4,15 @@ The pattern composes `TritonComponentEndpoint` (one model-less variant with mana
 single-model `TritonModel` and `TritonInferenceComponent` per served model (with copy scaling where given), the
 rolling update policy and its rollback alarms, monitoring (`TritonComponentMonitoring`: alarms to an encrypted topic
 CloudWatch may publish to, a dashboard), the instance-type guard and the execution role's additions (one policy,
-`ExecutionRoleAdditions`, filled by the resources' `grant_*` methods).
+`ExecutionRoleAdditions`, filled by the resources' `grant_*` methods: VPC network interfaces, reading the rollback
+alarms; none on an immutable role).
+
+The execution role must already allow what TritonServingEndpoint's module docstring lists ("Execution role
+prerequisites" in triton_cdk/serving/serving_endpoint.py): model data read (`ArtifactStore.grant_read_models`), ECR
+pull of the Triton image (`TritonImageLookup.grant_pull`), CloudWatch Logs under
+`/aws/sagemaker/InferenceComponents/*`, cloudwatch:PutMetricData; `triton_cdk.roles.SageMakerExecutionRole` has
+them all. The variant's instance type must
+be in the instance catalogue (`serving_facts.catalogue`).
 
 As TritonServingEndpoint: the construct id "Default" keeps its children's logical ids those of children of the
 scope (aws-cdk-lib `core/lib/private/uniqueid.ts`, HIDDEN_ID = 'Default').
@@ -15,9 +23,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import aws_cdk as cdk
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from triton_cdk.api_limits import ENDPOINT_NAME
 from triton_cdk.notifications import NotificationTopic
 from triton_cdk.serving.component_monitoring import TritonComponentMonitoring
 from triton_cdk.serving.component_scaling import CopyScaling, TritonComponentScaling
@@ -31,8 +41,10 @@ from triton_cdk.serving.inference_components import (
 from triton_cdk.serving.instance_type_guard import InstanceTypeGuard
 from triton_cdk.serving.model_data import TritonModelData
 from triton_cdk.serving.monitoring import AlarmThresholds
+from triton_cdk.serving.pattern_props import Problems, catalogue_entries, with_host_ami
 from triton_cdk.serving.role_policy import RolePolicy
 from triton_cdk.serving.serving_endpoint import ROLE_ADDITIONS_ID, ServingContainer
+from triton_cdk.serving.triton_model import TritonModel
 
 
 @dataclass(frozen=True)
@@ -55,12 +67,18 @@ class ServedComponent:
 class TritonServingComponents(Construct):
     """An inference-component endpoint and what it runs with (module docstring).
 
+    Every problem of the props (an instance type outside the catalogue, variant, endpoint-name and model problems, a
+    GPU host AMI that cannot run the release, no components, a model_name or component_name twice) is raised as one
+    InvalidPropsError naming the construct path, before anything is built.
+
     Props (keyword-only):
     - endpoint_name: the endpoint's fixed name.
     - container: image, execution role, environment, VPC, network isolation (ServingContainer); the image follows
-      the variant's instance type.
-    - variant: the endpoint's one variant (instances, routing, GPU host image).
-    - components: the served models, at least one.
+      the variant's instance type. The role must already allow the module docstring's list.
+    - variant: the endpoint's one variant (instances, routing, GPU host image); its instance type from the instance
+      catalogue (`serving_facts.catalogue`). `inference_ami_version` on a GPU type: Default: - the newest AMI whose
+      driver runs the image's release (`serving_facts.drivers.ami_for`); a given one is checked.
+    - components: the served models, at least one; model_name and component_name each unique.
     - rolling: every component's update policy. Default: - ComponentRollingUpdate's defaults.
     - rollback_alarms: alarm kinds (TritonComponentMonitoring) that roll a component's update back.
       Default: - none.
@@ -88,6 +106,7 @@ class TritonServingComponents(Construct):
         dashboard_name: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        variant = self._checked(endpoint_name, container, variant, components)
         role = container.execution_role
         grants = RolePolicy(self, ROLE_ADDITIONS_ID, role)
         self.endpoint = TritonComponentEndpoint(
@@ -160,6 +179,37 @@ class TritonServingComponents(Construct):
             log_key=self.notifications.key,
         )
         self.endpoint.resource.node.add_dependency(self.instance_type_guard.resource)
+
+    def _checked(
+        self,
+        endpoint_name: str,
+        container: ServingContainer,
+        variant: ComponentVariant,
+        components: Sequence[ServedComponent],
+    ) -> ComponentVariant:
+        """Every problem of the props in one InvalidPropsError naming this construct's path; the variant with its
+        GPU host AMI filled in (pattern_props.py)."""
+        problems = Problems()
+        label = f"variant '{variant.name}'"
+        instances = catalogue_entries([(label, variant.instance_type)], problems)
+        variant = with_host_ami(variant, label, container.image.release, instances, problems)
+        problems += variant.problems()
+        if not cdk.Token.is_unresolved(endpoint_name):
+            problems += filter(None, [ENDPOINT_NAME.name_problem("endpoint_name", endpoint_name)])
+        if not components:
+            problems.append("components: at least one served model")
+        for what, names in (
+            ("model_name", [c.model_name for c in components]),
+            ("component_name", [c.component_name for c in components]),
+        ):
+            duplicates = sorted({n for n in names if names.count(n) > 1})
+            if duplicates:
+                problems.append(f"components: {what} must be unique, got {', '.join(duplicates)} more than once")
+        for served in components:
+            found = TritonModel.problems(served.model_data, served.model_name, container.environment)
+            problems += [f"component {served.model_name!r}: {p}" for p in found]
+        problems.raise_for(f"TritonServingComponents {self.node.path}")
+        return variant
 
     @property
     def topic(self) -> sns.ITopic:

@@ -4,8 +4,25 @@ The pattern composes the serving constructs of this package: the model (`TritonM
 primary variant's hardware), the endpoint config and endpoint (`TritonEndpoint`), an optional shadow variant and
 asynchronous inference, autoscaling (`TritonEndpointScaling`), monitoring (`TritonEndpointMonitoring`: alarms to an
 encrypted topic that CloudWatch may publish to, and a dashboard), rollback alarms, the deployment policy, the
-instance-type guard (`InstanceTypeGuard`) and what the execution role needs for this endpoint (one policy,
-`ExecutionRoleAdditions`, filled by the resources' `grant_*` methods).
+instance-type guard (`InstanceTypeGuard`) and what the execution role needs for this endpoint in addition to what
+it already allows ("Execution role prerequisites" below): what SageMaker checks when it creates the model and
+endpoint (data capture, VPC network interfaces, reading the rollback alarms) goes into one policy,
+`ExecutionRoleAdditions`, filled by the resources' `grant_*` methods, which the model and endpoint wait for; the
+grants of an asynchronous endpoint (`AsyncInference.grant_read_inputs` / `grant_write_results` / `grant_publish`)
+go to the role itself (an imported role's own policy, `Policy<stack id>`), which the endpoint waits for too. An
+immutable role (`mutable=False`) gets none of these: its owner grants them (RolePolicy).
+
+Execution role prerequisites (the patterns grant none of these; `triton_cdk.roles.SageMakerExecutionRole` is a role
+that has them all):
+- read the model data and decrypt it: `ArtifactStore.grant_read_models` (or `bucket.grant_read` on your own bucket);
+- pull the Triton image from SageMaker's ECR account: `TritonImageLookup.grant_pull`;
+- write its logs: logs:CreateLogGroup / CreateLogStream / PutLogEvents / DescribeLogStreams on the log groups
+  `/aws/sagemaker/Endpoints/*` (and `/aws/sagemaker/InferenceComponents/*` for inference components);
+- publish metrics: cloudwatch:PutMetricData (no resource type; SageMakerExecutionRole narrows it to the SageMaker
+  namespaces with a `cloudwatch:namespace` condition).
+
+Instance types must be in the instance catalogue (`serving_facts.catalogue`): the image (GPU or CPU), the GPU host
+AMI, the alarms and the scaling targets follow from it; a type outside it is refused with the other problems.
 
 Give it the construct id "Default" to add it to an existing stack without changing any logical id: CDK leaves a
 "Default" path component out of its children's logical ids (aws-cdk-lib `core/lib/private/uniqueid.ts`,
@@ -16,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aws_cdk import aws_iam as iam
@@ -35,11 +52,18 @@ from triton_cdk.serving.async_inference import (
     TritonAsyncScaling,
 )
 from triton_cdk.serving.autoscaling import ScalingSettings, TritonEndpointScaling
-from triton_cdk.serving.deployment import DeploymentPolicy
-from triton_cdk.serving.endpoint import DataCapture, MetricsPublishing, ProductionVariant, TritonEndpoint
+from triton_cdk.serving.deployment import DeploymentPolicy, TrafficRouting
+from triton_cdk.serving.endpoint import (
+    DataCapture,
+    MetricsPublishing,
+    ProductionVariant,
+    TritonEndpoint,
+    endpoint_problems,
+)
 from triton_cdk.serving.instance_type_guard import InstanceTypeGuard
 from triton_cdk.serving.model_data import TritonModelData
-from triton_cdk.serving.monitoring import AlarmThresholds, TritonEndpointMonitoring, VariantHardware
+from triton_cdk.serving.monitoring import AlarmThresholds, TritonEndpointMonitoring
+from triton_cdk.serving.pattern_props import Problems, catalogue_entries, hardware_kind_problems, with_host_ami
 from triton_cdk.serving.role_policy import RolePolicy
 from triton_cdk.serving.shadow import ShadowComparison, ShadowVariant
 from triton_cdk.serving.triton_model import ModelVpc, TritonModel
@@ -108,24 +132,34 @@ def hardware(instance: str) -> InstanceType:
 class TritonServingEndpoint(Construct):
     """One Triton endpoint and what it runs with (module docstring).
 
+    Every problem of the props (unknown instance types, all of them; model, variant, shadow, scaling and endpoint
+    problems; a GPU host AMI that cannot run the release) is raised as one InvalidPropsError naming the construct
+    path, before anything is built.
+
     Props (keyword-only):
     - endpoint_name: the endpoint's fixed name.
-    - container: image, execution role, environment, VPC, network isolation (ServingContainer).
+    - container: image, execution role, environment, VPC, network isolation (ServingContainer). The execution role
+      must already allow what the module docstring lists ("Execution role prerequisites": model data read, ECR pull
+      of the Triton image, CloudWatch Logs, cloudwatch:PutMetricData).
     - model_data: the primary model's artifacts (`TritonModelData.from_*`: single-model archive or prefix, or a
       multi-model prefix). Multi-model monitoring (disk, loading wait, cache hits) follows from it.
     - default_model_name: the Triton model a single-model endpoint loads. Default: - none (multi-model).
-    - variants: the production variants, primary first. The image and each variant's alarms and dashboard rows
-      (GPU memory, utilisation ranges) follow from their instance types (instance catalogue).
+    - variants: the production variants, primary first; instance types from the instance catalogue
+      (`serving_facts.catalogue`), every variant of the primary's hardware kind (GPU or CPU: the model and its image
+      are chosen once, for the primary). The image and each variant's alarms and dashboard rows (GPU memory,
+      utilisation ranges) follow from their instance types. A GPU variant's `inference_ami_version`: Default: - the
+      newest AMI whose driver runs the image's release (`serving_facts.drivers.ami_for`); a given one is checked.
     - deployment: Default: - blue/green, all traffic at once (TritonEndpoint's default).
     - rollback_alarms: alarm kinds (TritonEndpointMonitoring) that roll a deployment back. Default: - none.
     - data_capture: Default: - no capture. The execution role may write it (`DataCapture.grant_write`).
     - metrics: MetricsConfig. Default: - SageMaker's.
     - thresholds: alarm thresholds. Default: - AlarmThresholds' defaults.
-    - scaling: autoscaling applied to every variant; `gpu_count` is each variant's, from the instance catalogue
-      (the value given is replaced). Default: - fixed instance counts.
+    - scaling: autoscaling applied to every variant; `gpu_count` left out is each variant's, from the instance
+      catalogue. Default: - fixed instance counts.
     - alarm_emails: subscribers of the alarm topic. Default: - none.
     - dashboard_name: Default: - generated by CloudFormation.
-    - shadow: Default: - no shadow variant (its model is `ShadowModel`, dashboard rows `ShadowComparison`).
+    - shadow: Default: - no shadow variant (its model is `ShadowModel`, dashboard rows `ShadowComparison`; its GPU
+      host AMI is filled in and checked as the variants').
     - asynchronous: Default: - a real-time endpoint.
 
     Attributes: model, endpoint, notifications (topic), monitoring, shadow, scaling, asynchronous (scaling and
@@ -155,9 +189,19 @@ class TritonServingEndpoint(Construct):
         asynchronous: AsyncServing | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        if not variants:
-            raise InvalidPropsError(f"TritonServingEndpoint {self.node.path}: at least one production variant")
-        instances = {v.name: hardware(v.instance_type) for v in variants}
+        variants, shadow = self._checked(
+            endpoint_name,
+            container,
+            model_data,
+            variants,
+            default_model_name,
+            deployment,
+            data_capture,
+            metrics,
+            shadow,
+            asynchronous,
+            scaling,
+        )
         primary = variants[0]
         role = container.execution_role
         thresholds = thresholds or AlarmThresholds()
@@ -195,9 +239,7 @@ class TritonServingEndpoint(Construct):
             self,
             "Monitoring",
             endpoint=self.endpoint,
-            thresholds=thresholds,
-            hardware_by_variant={name: VariantHardware(i.vcpus, i.gpu_count) for name, i in instances.items()},
-            multi_model=model_data.mode == "MultiModel",
+            thresholds=thresholds,  # hardware per variant and multi-model: derived from the endpoint
             topic=self.notifications.topic,
             dashboard_name=dashboard_name,
         )
@@ -220,19 +262,15 @@ class TritonServingEndpoint(Construct):
             # SageMaker reads the rollback alarms with the execution role; the endpoint must not be created or
             # updated before the role may.
             grants.add_to_principal_policy(rollback_reads)
-            self.model.node.add_dependency(grants.policy)
-            self.endpoint.node.add_dependency(grants.policy)
+            if grants.policy is not None:  # None for an immutable role (RolePolicy)
+                self.model.node.add_dependency(grants.policy)
+                self.endpoint.node.add_dependency(grants.policy)
         self.role_additions = grants.policy
 
         self.scaling = None
         if scaling is not None:
-            self.scaling = TritonEndpointScaling(
-                self,
-                "Scaling",
-                endpoint=self.endpoint,
-                settings_by_variant={
-                    name: dataclasses.replace(scaling, gpu_count=i.gpu_count) for name, i in instances.items()
-                },
+            self.scaling = TritonEndpointScaling(  # gpu_count None: each variant's, from the catalogue
+                self, "Scaling", endpoint=self.endpoint, settings_by_variant={v.name: scaling for v in variants}
             )
         # SageMaker refuses to change the instance type of an autoscaled variant; the guard refuses such an update
         # first, naming the procedure (triton_cdk/serving/instance_type_guard.py).
@@ -246,6 +284,63 @@ class TritonServingEndpoint(Construct):
             log_key=self.notifications.key,
         )
         self.endpoint.resource.node.add_dependency(self.instance_type_guard.resource)
+
+    def _checked(
+        self,
+        endpoint_name: str,
+        container: ServingContainer,
+        model_data: TritonModelData,
+        variants: Sequence[ProductionVariant],
+        default_model_name: str | None,
+        deployment: DeploymentPolicy | None,
+        data_capture: DataCapture | None,
+        metrics: MetricsPublishing | None,
+        shadow: ShadowModel | None,
+        asynchronous: AsyncServing | None,
+        scaling: ScalingSettings | None,
+    ) -> tuple[list[ProductionVariant], ShadowModel | None]:
+        """Every problem of the props in one InvalidPropsError naming this construct's path; the variants (and the
+        shadow's) with their GPU host AMI filled in (pattern_props.py)."""
+        problems = Problems()  # no variant at all: endpoint_problems says so
+        typed = [(f"variant '{v.name}'", v.instance_type) for v in variants]
+        if shadow is not None:
+            typed.append((f"shadow variant '{shadow.variant.name}'", shadow.variant.instance_type))
+        instances = catalogue_entries(typed, problems)
+        release = container.image.release
+        variants = [with_host_ami(v, f"variant '{v.name}'", release, instances, problems) for v in variants]
+        problems += hardware_kind_problems([(f"variant '{v.name}'", v.instance_type) for v in variants], instances)
+        problems += TritonModel.problems(model_data, default_model_name, container.environment)
+        problems += endpoint_problems(
+            endpoint_name,
+            variants,
+            deployment or DeploymentPolicy.blue_green(TrafficRouting.all_at_once()),
+            data_capture=data_capture,
+            metrics=metrics,
+        )
+        if asynchronous is not None:
+            problems += asynchronous.inference.output.problems()
+        for variant in variants if scaling is not None else ():
+            instance = instances.get(variant.instance_type)
+            if scaling.gpu_count is None and instance is None:
+                continue  # its unknown type is already a problem
+            gpus = scaling.gpu_count if scaling.gpu_count is not None else instance.gpu_count
+            problems += [
+                f"scaling of variant '{variant.name}': {p}" for p in replace(scaling, gpu_count=gpus).problems()
+            ]
+        if shadow is not None:
+            label = f"shadow variant '{shadow.variant.name}'"
+            shadow = dataclasses.replace(
+                shadow, variant=with_host_ami(shadow.variant, label, release, instances, problems)
+            )
+            problems += [
+                f"shadow model: {p}"
+                for p in TritonModel.problems(shadow.model_data, shadow.default_model_name, container.environment)
+            ]
+            # What TritonEndpoint refuses about the shadow beside the variants (its model is not read there).
+            unbuilt = ShadowVariant(model=None, variant=shadow.variant, sampling_percent=shadow.sampling_percent)  # type: ignore[arg-type]
+            problems += unbuilt.problems_with(variants)
+        problems.raise_for(f"TritonServingEndpoint {self.node.path}")
+        return variants, shadow
 
     @property
     def topic(self) -> sns.ITopic:

@@ -105,6 +105,15 @@ class TritonModel(Construct):
 
     @staticmethod
     def _check(model_data: TritonModelData, default_model_name: str | None, environment: Mapping[str, str]) -> None:
+        problems = TritonModel.problems(model_data, default_model_name, environment)
+        if problems:
+            raise InvalidPropsError("TritonModel: " + "; ".join(problems))
+
+    @staticmethod
+    def problems(
+        model_data: TritonModelData, default_model_name: str | None, environment: Mapping[str, str]
+    ) -> list[str]:
+        """What TritonModel refuses about these props, as messages (the serving patterns collect them)."""
         problems = []
         if model_data.mode == "SingleModel" and not default_model_name:
             problems.append("default_model_name is required in single-model mode (SAGEMAKER_TRITON_DEFAULT_MODEL_NAME)")
@@ -117,5 +126,4 @@ class TritonModel(Construct):
         bad = [k for k, v in environment.items() if not cdk.Token.is_unresolved(v) and not isinstance(v, str)]
         if bad:
             problems.append(f"environment values must be strings: {bad}")
-        if problems:
-            raise InvalidPropsError("TritonModel: " + "; ".join(problems))
+        return problems
