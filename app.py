@@ -15,6 +15,7 @@ from pathlib import Path
 
 import aws_cdk as cdk
 
+from serving_facts.errors import ServingFactError
 from stacks.app_factory import create_app
 from stacks.deploy_preflight import make_command, stage_files, warn_placeholders
 from stacks.promotion import PromotionError
@@ -30,6 +31,21 @@ CDK_JSON = Path(__file__).resolve().with_name("cdk.json")
 def cli_context() -> dict:
     """cdk.json's context unless the CDK CLI passed it (it does, in CDK_CONTEXT_JSON, with any -c values)."""
     return {} if "CDK_CONTEXT_JSON" in os.environ else json.loads(CDK_JSON.read_text())["context"]
+
+
+def validation_failure(error: RuntimeError) -> str:
+    """What to print of a failed `app.synth()`'s validation error; re-raises any other RuntimeError.
+
+    aws-cdk-lib (core/lib/private/synthesis-validation.js, synthesis.js) raises three shapes: after the validation
+    plugins (cdk-nag, Guard) either "Validation failed. A copy of this report can be found in: <file>" with the
+    report printed above (printed as is: one line), or the whole report in the message; a construct's own
+    validation (`node.add_validation`) "Validation failed with the following errors:" and one line per error. Only
+    the first points at a report already printed; the others are printed whole (without the jsii traceback)."""
+    message = str(error).strip()
+    if not message.startswith("ValidationFailed"):
+        raise error
+    first = message.splitlines()[0]
+    return first if "A copy of this report can be found in:" in first else message
 
 
 def main() -> None:
@@ -64,6 +80,10 @@ def main() -> None:
         # A construct refused the props the config mapped to (a rule the config schema does not state yet).
         print(f"ERROR: the stage's constructs refused their settings\n{error}", file=sys.stderr)
         sys.exit(1)
+    except ServingFactError as error:
+        # A shared fact (instance catalogue, Triton release, host driver) refused a value the schema let through.
+        print(f"ERROR: {error}", file=sys.stderr)
+        sys.exit(1)
     try:
         assembly = app.synth()
     except RuntimeError as error:
@@ -72,11 +92,7 @@ def main() -> None:
         if too_many is not None:
             print(f"ERROR: {too_many}", file=sys.stderr)
             sys.exit(1)
-        # aws-cdk-lib has printed the validation report (each finding, its rule and resource) above; its
-        # exception adds only a jsii traceback.
-        if not str(error).startswith("ValidationFailed"):
-            raise
-        print(f"ERROR: {str(error).splitlines()[0]}", file=sys.stderr)
+        print(f"ERROR: {validation_failure(error)}", file=sys.stderr)
         sys.exit(1)
     # IAM's policy-size quotas of a role, summed over every stack of the stage (stacks/role_policy_size.py).
     refusals = assembly_refusals(assembly.directory)
