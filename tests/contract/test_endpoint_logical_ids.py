@@ -8,9 +8,11 @@ aws-cdk-lib leaves out of logical ids (core/lib/private/uniqueid.ts, in the venv
 
 endpoint_logical_ids.json holds {"<config>:<stack>": {logical id: type}} as the stacks were synthesized before the
 pattern constructs existed (commit abcad3f's endpoint stack; every stage of config/, examples/config/,
-tests/configs/, the serving tests' custom config and the pipeline tests' cross-account config). An intended change
-of an endpoint stack's resources (a new feature adds one) is recorded by editing that file in the same commit; the
-failure message prints the entry.
+tests/configs/, the serving tests' custom config and the pipeline tests' cross-account config), and the endpoint
+stacks of the pipelines' nested stage assemblies (recorded later from the then current templates, after
+`test_a_pipeline_stage_s_endpoint_stacks_have_its_stage_app_s_ids` showed they equal the stage apps'). An intended
+change of an endpoint stack's resources (a new feature adds one) is recorded by editing that file in the same
+commit; the failure message prints the entry.
 """
 
 from __future__ import annotations
@@ -24,13 +26,23 @@ RECORDED = json.loads((Path(__file__).parent / "endpoint_logical_ids.json").read
 
 
 def _endpoint_stacks(shipped_templates: list[ShippedTemplate]) -> dict[str, dict[str, str]]:
-    """{label: {logical id: type}} of the endpoint stacks of the stage apps (a pipeline stage's stacks are the stage
-    app's own: tests/pipeline)."""
+    """{label: {logical id: type}} of the endpoint stacks of the stage apps and of the pipelines' stages (the
+    pipeline deploys its own copy of each: a changed logical id there replaces a deployed endpoint too)."""
     return {
         t.label: {logical_id: r["Type"] for logical_id, r in t.template.get("Resources", {}).items()}
         for t in shipped_templates
-        if ":assembly-" not in t.config and "-Endpoint-" in t.stack
+        if "-Endpoint-" in t.stack
     }
+
+
+def stage_app_label(t: ShippedTemplate) -> str | None:
+    """The stage app's label of a pipeline stage's stack ("config/pipeline:assembly-Triton-Pipeline-dev",
+    "Triton-Pipeline/dev/Triton-dev-Endpoint-x" -> "config/dev:Triton-dev-Endpoint-x"); None for a stage app's own."""
+    if ":assembly-" not in t.config:
+        return None
+    folder = t.config.split(":assembly-")[0].rsplit("/", 1)[0]
+    name = t.stack.rsplit("/", 1)[-1]
+    return f"{folder}/{name.split('-')[1]}:{name}"
 
 
 def test_every_endpoint_stack_keeps_its_logical_ids_and_types(shipped_templates: list[ShippedTemplate]) -> None:
@@ -52,3 +64,17 @@ def test_every_endpoint_stack_keeps_its_logical_ids_and_types(shipped_templates:
 def test_every_recorded_endpoint_stack_is_still_shipped(shipped_templates: list[ShippedTemplate]) -> None:
     """A recorded stack no configuration synthesizes any more is stale: remove its entry."""
     assert sorted(set(RECORDED) - set(_endpoint_stacks(shipped_templates))) == []
+
+
+def test_a_pipeline_stage_s_endpoint_stacks_have_its_stage_app_s_ids(shipped_templates: list[ShippedTemplate]) -> None:
+    """A stage's stacks are identical on both deploy paths (make deploy and the pipeline): the same logical ids and
+    types in every pipeline stage (each region of a multi-region stage included) as in the stage's own app."""
+    found = _endpoint_stacks(shipped_templates)
+    nested = {t.label: stage_app_label(t) for t in shipped_templates if "-Endpoint-" in t.stack and stage_app_label(t)}
+    assert nested, "no pipeline stage's endpoint stack synthesized"
+    problems = [
+        f"{label}: differs from {own}" if own in found else f"{label}: no stage app {own}"
+        for label, own in sorted(nested.items())
+        if found.get(own) != found[label]
+    ]
+    assert not problems, "\n".join(problems)
