@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from synth_helpers import read_shipped_config
 
 from stage_config import ConfigError, load_config, load_stage
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
-DEV = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
+DEV = read_shipped_config("dev")  # as shipped (tests/shipped_config/), whatever the user set in config/
 
 
 def _write(tmp_path: Path, document: dict, stage: str = "dev") -> Path:

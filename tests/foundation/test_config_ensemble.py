@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from synth_helpers import shipped_path
 
 from stage_config.loader import ConfigError, load_config
 
@@ -19,7 +20,7 @@ from ensemble_fixtures import write_pipeline  # noqa: E402
 def pipeline_stage(folder: Path, *, endpoint: dict | None = None, edit=None) -> Path:
     """dev.yaml with the fixture pipeline (absolute source paths under `folder`) on one CPU endpoint."""
     write_pipeline(folder)
-    document = yaml.safe_load((PROJECT_ROOT / "config" / "dev.yaml").read_text())
+    document = yaml.safe_load(shipped_path("config/dev.yaml").read_text())
     pipeline = yaml.safe_load((folder / "stage.yaml").read_text())
     for model in pipeline["models"]:
         if "source" in model:

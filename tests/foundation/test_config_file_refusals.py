@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from synth_helpers import shipped_path
 
 from model_build.config_yaml import MAX_DEPTH, MAX_FILE_BYTES
 from stage_config import ConfigError, load_config
@@ -26,7 +27,7 @@ from stage_config.app import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-DEV_TEXT = (ROOT / "config" / "dev.yaml").read_text()
+DEV_TEXT = shipped_path("config/dev.yaml").read_text()
 DEV = yaml.safe_load(DEV_TEXT)
 
 

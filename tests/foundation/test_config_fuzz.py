@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from synth_helpers import shipped_path
 
 from stage_config import ConfigError, load_config
 from stage_config.pipeline import load_pipeline
@@ -257,7 +258,7 @@ def _check(mutation: Mutation, load: Callable[[], object]) -> str | None:
 @pytest.mark.parametrize("stage", ["dev", "prod"])
 def test_mutated_stage_configs_are_refused_cleanly(stage: str, tmp_path: Path) -> None:
     rng = random.Random(f"{SEED}-{stage}")
-    text = (ROOT / "config" / f"{stage}.yaml").read_text()
+    text = shipped_path(f"config/{stage}.yaml").read_text()
     path = tmp_path / f"{stage}.yaml"
     findings = []
     counts = {"invalid": 0, "unknown": 0}
@@ -274,8 +275,8 @@ def test_mutated_stage_configs_are_refused_cleanly(stage: str, tmp_path: Path) -
 def test_mutated_pipeline_configs_are_refused_cleanly(tmp_path: Path) -> None:
     rng = random.Random(f"{SEED}-pipeline")
     for stage in ("dev", "prod"):
-        shutil.copy(ROOT / "config" / f"{stage}.yaml", tmp_path / f"{stage}.yaml")
-    text = (ROOT / "config" / "pipeline.yaml").read_text()
+        shutil.copy(shipped_path(f"config/{stage}.yaml"), tmp_path / f"{stage}.yaml")
+    text = shipped_path("config/pipeline.yaml").read_text()
     path = tmp_path / "pipeline.yaml"
     findings = []
     for mutation in _mutations(text, PIPELINE_MUTATIONS, rng):
@@ -288,5 +289,5 @@ def test_mutated_pipeline_configs_are_refused_cleanly(tmp_path: Path) -> None:
 
 def test_the_unmutated_configs_load() -> None:
     """The fuzzer's baseline: the shipped files themselves are valid."""
-    assert load_config(ROOT / "config" / "dev.yaml").stage == "dev"
-    assert load_pipeline(ROOT / "config" / "pipeline.yaml")[0].stages
+    assert load_config(shipped_path("config/dev.yaml")).stage == "dev"
+    assert load_pipeline(shipped_path("config/pipeline.yaml"))[0].stages

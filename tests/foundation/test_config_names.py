@@ -16,6 +16,7 @@ from config_edits import ROOT, refusal, set_path, shipped, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
+from synth_helpers import shipped_path
 
 from stage_config import AppConfig, load_config
 from stage_config.app import bucket_name_problems
@@ -265,7 +266,7 @@ def test_branch_names_git_refuses_are_refused(branch, expected):
 
 
 def test_a_bad_branch_is_refused_in_the_pipeline_file(tmp_path):
-    text = (ROOT / "config" / "pipeline.yaml").read_text().replace("branch: main", 'branch: "main\\t"')
+    text = shipped_path("config/pipeline.yaml").read_text().replace("branch: main", 'branch: "main\\t"')
     (tmp_path / "pipeline.yaml").write_text(text)
     from stage_config.pipeline import ConfigError, load_pipeline_config
 

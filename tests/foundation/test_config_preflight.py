@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from synth_helpers import shipped_path
 
 from stage_config.loader import ConfigError, load_config
 
@@ -16,7 +17,7 @@ from onnx_fixtures import dynamic_batch_model, sequence_model  # noqa: E402
 
 
 def stage_file(folder: Path, model: dict, instance_type: str = "ml.g5.xlarge") -> Path:
-    document = yaml.safe_load((PROJECT_ROOT / "config" / "dev.yaml").read_text())
+    document = yaml.safe_load(shipped_path("config/dev.yaml").read_text())
     document["models"] = [model]
     document["endpoints"] = [
         {"name": "mine", "mode": "single_model", "models": [model["name"]], "instance_type": instance_type}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from config_edits import ROOT
+from synth_helpers import shipped_path
 
 from stage_config import ConfigError, load_stage
 from stage_config.pipeline import _raw_input_problems, load_pipeline
@@ -20,8 +20,8 @@ from stage_config.pipeline import _raw_input_problems, load_pipeline
 
 def _pipeline(tmp_path: Path, raw_inputs: dict) -> Path:
     for stage in ("dev", "prod"):
-        shutil.copy(ROOT / "config" / f"{stage}.yaml", tmp_path / f"{stage}.yaml")
-    document = yaml.safe_load((ROOT / "config" / "pipeline.yaml").read_text())
+        shutil.copy(shipped_path(f"config/{stage}.yaml"), tmp_path / f"{stage}.yaml")
+    document = yaml.safe_load(shipped_path("config/pipeline.yaml").read_text())
     document["smoke"]["raw_inputs"] = raw_inputs
     path = tmp_path / "pipeline.yaml"
     path.write_text(yaml.safe_dump(document, allow_unicode=True))

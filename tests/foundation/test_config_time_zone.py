@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from synth_helpers import shipped_path
 
 from stage_config.loader import ConfigError, load_config
 
@@ -14,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def with_schedule(tmp_path: Path, time_zone: str) -> Path:
-    document = yaml.safe_load((ROOT / "config" / "dev.yaml").read_text())
+    document = yaml.safe_load(shipped_path("config/dev.yaml").read_text())
     document["endpoints"][0]["autoscaling"]["scheduled"] = [
         {"name": "night", "schedule": "cron(0 20 * * ? *)", "min_capacity": 1, "time_zone": time_zone}
     ]

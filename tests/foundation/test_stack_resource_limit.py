@@ -18,11 +18,11 @@ from pathlib import Path
 import aws_cdk as cdk
 import pytest
 import yaml
-from synth_helpers import PROJECT_ROOT, cdk_context, new_app
+from synth_helpers import PROJECT_ROOT, cdk_context, new_app, shipped_path
 
 from stacks.resource_limit import CONTEXT_KEY, too_many_resources_message
 
-DEV = yaml.safe_load((PROJECT_ROOT / "config" / "dev.yaml").read_text())
+DEV = yaml.safe_load(shipped_path("config/dev.yaml").read_text())
 
 
 def _stack_of(count: int, tmp_path: Path) -> cdk.App:

@@ -17,7 +17,7 @@ import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 from google.protobuf import text_format
-from synth_helpers import PROJECT_ROOT
+from synth_helpers import PROJECT_ROOT, SHIPPED_CONFIG_DIR
 from tritonclient.grpc import model_config_pb2 as mc
 
 from endpoint_client import smoke
@@ -187,7 +187,7 @@ def test_the_smoke_step_timeout_covers_the_async_wait_within_codebuilds_limit() 
     shape = botocore.session.get_session().get_service_model("codebuild").shape_for("BuildTimeOut")
     assert pipeline_steps.codebuild_timeout_limits() == (shape.metadata["min"], shape.metadata["max"])
     asynchronous = load_stage("async", PROJECT_ROOT / "examples" / "config")
-    realtime = load_stage("dev", PROJECT_ROOT / "config")
+    realtime = load_stage("dev", SHIPPED_CONFIG_DIR)  # as shipped: no asynchronous endpoint
     minutes = pipeline_steps.smoke_timeout_minutes(asynchronous)
     assert minutes * 60 >= pipeline_steps.SMOKE_MINUTES * 60 + smoke.ASYNC_WAIT_SECONDS
     assert minutes <= shape.metadata["max"]

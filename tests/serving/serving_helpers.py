@@ -13,10 +13,9 @@ from pathlib import Path
 
 import yaml
 from aws_cdk.assertions import Template
-from synth_helpers import PROJECT_ROOT, config_folder
+from synth_helpers import config_folder, read_shipped_config
 
-CONFIG_DIR = PROJECT_ROOT / "config"
-DEV_DOCUMENT = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
+DEV_DOCUMENT = read_shipped_config("dev")  # as shipped (tests/shipped_config/), whatever the user set in config/
 
 CPU_GROUP = [{"count": 1, "kind": "KIND_CPU"}]
 CUSTOM_MODELS = [
