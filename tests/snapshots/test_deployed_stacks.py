@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
@@ -82,11 +83,38 @@ def test_deployed_stack_snapshot(app_fixture: str, stack: str, request, snapshot
     assert normalized(app.template_of(_stack_name(app, stack))) == snapshot_json
 
 
+def _stack_regions(assembly_dir: Path) -> set[str]:
+    manifest = json.loads((assembly_dir / "manifest.json").read_text())
+    stacks = [a for a in manifest["artifacts"].values() if a["type"] == "aws:cloudformation:stack"]
+    return {a["environment"].rsplit("/", 1)[1] for a in stacks} - {"unknown-region"}
+
+
+def _support_stacks(pipeline_app) -> set[str]:
+    """The pipeline's cross-region support stacks (each holds the artifact replication bucket of one region):
+    aws-cdk-lib aws-codepipeline (pipeline.js, private/cross-region-support-stack.js) adds one named
+    `<pipeline stack>-support-<region>` per region other than the pipeline's where an action runs. None as shipped
+    (no region anywhere); one per other region of the stages (and waves) once a user sets them (README, "Before
+    the first deploy"), which `make deploy-pipeline` deploys too."""
+    name = pipeline_app.stack.stack_name
+    own = pipeline_app.assembly.get_stack_by_name(name).environment.region
+    regions = set().union(*(_stack_regions(d) for d in pipeline_app.outdir.glob(f"assembly-{name}-*")))
+    return {f"{name}-support-{region}" for region in regions - {own}}
+
+
+def test_pipeline_support_stack_snapshots(pipeline_app, snapshot_json) -> None:
+    """Every cross-region support stack of the pipeline, by name: `{}` as shipped."""
+    stacks = sorted(_support_stacks(pipeline_app))
+    assert {name: normalized(pipeline_app.template_of(name)) for name in stacks} == snapshot_json
+
+
 def test_every_deployed_stack_has_a_snapshot(dev_app, prod_app, pipeline_app) -> None:
-    """A new stack in a shipped app needs its snapshot here."""
+    """A new stack in a shipped app needs its snapshot here (the pipeline's support stacks: the test above)."""
     for fixture, app in {"dev_app": dev_app, "prod_app": prod_app, "pipeline_app": pipeline_app}.items():
         found = {s.stack_name for s in app.assembly.stacks}
-        assert found == {_stack_name(app, s) for s in DEPLOYED[fixture]}, fixture
+        expected = {_stack_name(app, s) for s in DEPLOYED[fixture]}
+        if fixture == "pipeline_app":
+            expected |= _support_stacks(app)
+        assert found == expected, fixture
 
 
 HANDLE = "AWS::CloudFormation::WaitConditionHandle"
