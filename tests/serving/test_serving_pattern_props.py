@@ -214,6 +214,14 @@ def test_scaling_problems_are_collected_too(stack):
         serving_endpoint(stack, scaling=scaling)
 
 
+def test_a_scaling_gpu_count_other_than_the_variants_is_refused(stack):
+    """The pattern scales every variant with its own GPU count (GPUUtilization runs 0-100 x GPU count,
+    ../shared/README.md "Autoscaling"): a given count that is not the variant's would track a wrong target."""
+    scaling = ScalingSettings(min_capacity=1, max_capacity=2, gpu_count=99, gpu_utilization_percent=50)
+    with pytest.raises(InvalidPropsError, match=r"gpu_count 99 but ml\.g5\.xlarge has 1 GPUs"):
+        serving_endpoint(stack, scaling=scaling)
+
+
 def test_the_props_docstrings_say_instance_types_come_from_the_catalogue():
     from triton_cdk.serving import TritonServingEndpoint
 
