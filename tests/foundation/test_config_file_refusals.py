@@ -32,11 +32,12 @@ DEV = yaml.safe_load(DEV_TEXT)
 
 
 def refused(path: Path, **kwargs) -> str:
-    started = time.monotonic()
+    # This process's CPU time, not the wall clock: other work on a shared machine must not fail the bound.
+    started = time.process_time()
     with pytest.raises(ConfigError) as error:
         load_config(path, **kwargs)
     message = str(error.value)
-    assert time.monotonic() - started < 3, "a refusal must be quick"
+    assert time.process_time() - started < 3, "a refusal must be quick"
     assert str(path) in message
     assert len(message) < 20_000, "an error message must not echo the whole input"
     assert "Traceback" not in message
@@ -246,10 +247,10 @@ def test_long_lists_do_not_stall(tmp_path):
     """The duplicate checks were O(n^2) (list.count per item); 20 000 names now take milliseconds."""
     from serving_facts.settings import repeated
 
-    started = time.monotonic()
+    started = time.process_time()
     assert repeated([f"m{i}" for i in range(200_000)] + ["m7"]) == ["m7"]
     # Linear: ~0.2 s on an idle machine; quadratic would take hours. 3 s leaves room for a loaded shared machine.
-    assert time.monotonic() - started < 3
+    assert time.process_time() - started < 3
     document = {**DEV, "notifications": {"emails": [f"a{i}@example.com" for i in range(5_000)]}}
     assert "notifications.emails: List should have at most 400 items" in refused(dumped(tmp_path, document))
 

@@ -41,9 +41,10 @@ def hand_written_ensemble(root: Path, tensors: int, steps: int = 1) -> Path:
 def test_a_step_over_the_tensor_limit_is_refused_fast(tmp_path):
     """N=4000 inputs took 77 s and 600 MB (a map scan per input, every output linked to every input)."""
     repo = hand_written_ensemble(tmp_path / "repo", 4000)
-    started = time.monotonic()
+    # This process's CPU time, not the wall clock: other work on a shared machine must not fail the bound.
+    started = time.process_time()
     problems = check_repository(repo, configs_only=True)
-    assert time.monotonic() - started < 15
+    assert time.process_time() - started < 15
     assert [(p.field, p.rule) for p in problems] == [("ensemble_scheduling.step[0].input_map", "ensemble-mapping")]
     assert f"maps 4000 tensors in its input_map; at most {MAX_STEP_TENSORS} are checked" in problems[0].message
 
@@ -51,9 +52,9 @@ def test_a_step_over_the_tensor_limit_is_refused_fast(tmp_path):
 def test_steps_at_the_limit_are_checked_in_linear_time(tmp_path):
     """16 steps of 256 inputs and 256 outputs each: 65,536 input-output pairs per step for Triton's graph."""
     repo = hand_written_ensemble(tmp_path / "repo", MAX_STEP_TENSORS, steps=16)
-    started = time.monotonic()
+    started = time.process_time()
     assert check_repository(repo, configs_only=True) == []
-    assert time.monotonic() - started < 15
+    assert time.process_time() - started < 15
 
 
 def ensemble_chain(root: Path, length: int) -> Path:

@@ -155,9 +155,10 @@ def test_an_environment_with_a_huge_member_count_is_refused_in_seconds(tmp_path)
             stream.write(compressor.compress(header * 10_000))
         stream.write(compressor.compress(bytes(1024)) + compressor.flush())
 
-    started = time.monotonic()
+    # This process's CPU time, not the wall clock: other work on a shared machine must not fail the bound.
+    started = time.process_time()
     messages = archive_problems(path, "env.tar.gz")
-    elapsed = time.monotonic() - started
+    elapsed = time.process_time() - started
 
     assert any(f"more than {MAX_MEMBERS} entries" in message for message in messages), messages
     assert elapsed < 10, elapsed
