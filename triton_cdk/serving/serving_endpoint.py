@@ -9,8 +9,9 @@ it already allows ("Execution role prerequisites" below): what SageMaker checks 
 endpoint (data capture, VPC network interfaces, reading the rollback alarms) goes into one policy,
 `ExecutionRoleAdditions`, filled by the resources' `grant_*` methods, which the model and endpoint wait for; the
 grants of an asynchronous endpoint (`AsyncInference.grant_read_inputs` / `grant_write_results` / `grant_publish`)
-go to the role itself (an imported role's own policy, `Policy<stack id>`), which the endpoint waits for too. An
-immutable role (`mutable=False`) gets none of these: its owner grants them (RolePolicy).
+go to the role itself (an imported role's own policy, `Policy<stack id>`), which the endpoint waits for too. The
+policy is attached as aws-cdk-lib's `iam.Policy` attaches one, also to a role imported with `mutable=False`
+(RolePolicy): give the pattern a role this stack may change.
 
 Execution role prerequisites (the patterns grant none of these; `triton_cdk.roles.SageMakerExecutionRole` is a role
 that has them all):
