@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 from aws_cdk.assertions import Template
-from synth_helpers import config_folder, read_shipped_config
+from synth_helpers import PROJECT_ROOT, config_folder, read_shipped_config  # noqa: F401 (PROJECT_ROOT: imported from here)
 
 DEV_DOCUMENT = read_shipped_config("dev")  # as shipped (tests/shipped_config/), whatever the user set in config/
 
