@@ -221,8 +221,10 @@ def _stack_regions(shipped: ShippedTemplate) -> str | None:
 
 
 def _folder(shipped: ShippedTemplate) -> str:
-    """ "config/prod:assembly-x" -> "config": the folder whose stages may promote from each other."""
-    return shipped.config.split(":")[0].rsplit("/", 1)[0]
+    """ "config/prod:assembly-x" -> "config", "tests/pipeline:cross-account/prod" -> "tests/pipeline:cross-account":
+    the folder whose stages may promote from each other (a purpose-built folder's label holds a colon of its own,
+    so only a nested assembly's suffix is cut: two folders' buckets of one name must not be mixed up)."""
+    return shipped.config.split(":assembly-")[0].rsplit("/", 1)[0]
 
 
 def _kms_statements(template: dict) -> list[tuple[dict, bool]]:
