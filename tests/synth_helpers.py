@@ -46,6 +46,12 @@ def shipped_path(relative: str | Path) -> Path:
     return PROJECT_ROOT / relative
 
 
+def config_is_as_shipped() -> bool:
+    """Whether config/ holds exactly the shipped files (the project's own checkout), not a user's filled-in ones."""
+    shipped = {p.name: p.read_bytes() for p in SHIPPED_CONFIG_DIR.glob("*.yaml")}
+    return {p.name: p.read_bytes() for p in CONFIG_DIR.glob("*.yaml")} == shipped
+
+
 def read_shipped_config(name: str) -> dict:
     """The shipped `config/<name>.yaml` (SHIPPED_CONFIG_DIR) as a YAML document, a fresh copy on every call."""
     return yaml.safe_load((SHIPPED_CONFIG_DIR / f"{name}.yaml").read_text())
