@@ -207,34 +207,46 @@ def synthesize_built(build: Callable[[Any], Any], outdir: Path | str | None = No
     return Synthesized(app, stacks, app.synth(), config)
 
 
-def synthesize_config(config: Any, outdir: Path | str | None = None, *, promotion_source: Any = None) -> Synthesized:
+def synthesize_config(
+    config: Any, outdir: Path | str | None = None, *, promotion_source: Any = None, checks: bool = True
+) -> Synthesized:
     """One stage's app from a loaded `AppConfig`, built by the app's own factory (as app.py)."""
     from stacks.app_factory import create_app
 
     outdir = outdir or tempfile.mkdtemp(prefix=f"cdk-{config.stage}-")
-    app, stacks = create_app(config, promotion_source=promotion_source, outdir=str(outdir), context=cdk_context())
+    app, stacks = create_app(
+        config, promotion_source=promotion_source, checks=checks, outdir=str(outdir), context=cdk_context()
+    )
     return Synthesized(app, stacks, app.synth(), config)
 
 
 @functools.cache
-def synth_stage(stage: str, config_dir: Path = CONFIG_DIR) -> Synthesized:
-    """`cdk synth -c stage=<stage> [-c config_dir=<config_dir>]`: once per session per (stage, folder)."""
+def synth_stage(stage: str, config_dir: Path = CONFIG_DIR, *, checks: bool = True) -> Synthesized:
+    """`cdk synth -c stage=<stage> [-c config_dir=<config_dir>]`: once per session per (stage, folder, checks).
+
+    `checks=False` (no cdk-nag, Guard, API-constraint gate or CloudFormation default rules: the same templates in
+    a fifth of the time) is for the areas' fixtures of configurations the contract tests' `shipped_assemblies`
+    synthesize with every check in the same run: those checks run once per configuration there.
+    """
     from stage_config import load_stage
 
     config = load_stage(stage, config_dir)
     source = load_stage(config.promote_from, config_dir) if config.promote_from else None
-    return synthesize_config(config, promotion_source=source)
+    return synthesize_config(config, promotion_source=source, checks=checks)
 
 
 @functools.cache
-def synth_pipeline(config_dir: Path = CONFIG_DIR) -> Synthesized:
-    """`cdk synth -c pipeline=true [-c config_dir=...]`: the pipeline stack, its stages as nested assemblies."""
+def synth_pipeline(config_dir: Path = CONFIG_DIR, *, checks: bool = True) -> Synthesized:
+    """`cdk synth -c pipeline=true [-c config_dir=...]`: the pipeline stack, its stages as nested assemblies.
+    `checks`: as in `synth_stage`."""
     from stacks.app_factory import create_pipeline_app
     from stage_config.pipeline import load_pipeline
 
     outdir = tempfile.mkdtemp(prefix="cdk-pipeline-")
     pipeline_config, stage_configs = load_pipeline(config_dir / "pipeline.yaml", config_dir)
-    app, stack = create_pipeline_app(pipeline_config, stage_configs, outdir=outdir, context=cdk_context())
+    app, stack = create_pipeline_app(
+        pipeline_config, stage_configs, checks=checks, outdir=outdir, context=cdk_context()
+    )
     return Synthesized(app, stack, app.synth(), pipeline_config)
 
 

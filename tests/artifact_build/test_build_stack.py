@@ -292,10 +292,10 @@ def test_endpoint_stacks_depend_on_the_build_stack(dev_synth):
         assert stage.build.artifact_id in manifest["artifacts"][endpoint.artifact_id]["dependencies"]
 
 
-def test_dev_synth_is_nag_clean_and_warning_free(dev_synth):
+def test_dev_synth_is_warning_free(dev_synth):
+    """No CDK warning on dev's build stack (cdk-nag and Guard judge dev in tests/contract/test_guard_rules.py)."""
     build = dev_synth.stacks["stage"].build.stack_name
     assert dev_synth.messages[build] == []
-    assert findings(dev_synth.report) == []
 
 
 def findings(report: dict) -> list[tuple[str, str, str]]:

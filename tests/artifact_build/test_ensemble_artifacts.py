@@ -31,12 +31,12 @@ ENSEMBLE_REGEX = re.compile(r'platform:(\s)*"ensemble"')  # sagemaker_server.h p
 
 @pytest.fixture(scope="module")
 def single():
-    return synth_stage("ensemble", EXAMPLES_CONFIG_DIR)
+    return synth_stage("ensemble", EXAMPLES_CONFIG_DIR, checks=False)  # checked in tests/contract
 
 
 @pytest.fixture(scope="module")
 def multi():
-    return synth_stage("ensemblemme", TEST_CONFIGS)
+    return synth_stage("ensemblemme", TEST_CONFIGS, checks=False)
 
 
 def _artifact_resources(synth, stage: str) -> dict[str, dict]:

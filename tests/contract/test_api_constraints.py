@@ -21,6 +21,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from contract_helpers import ShippedTemplate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from synth_helpers import CONFIG_DIR, cdk_context
 
 from stacks.api_constraint_hints import config_field_hint
 from triton_cdk.api_constraints import (
@@ -98,12 +99,20 @@ def test_no_pattern_met_by_a_shipped_literal_is_skipped(shipped_templates) -> No
     assert not skipped, skipped
 
 
-def test_the_stage_and_pipeline_apps_register_the_gate(dev_app, pipeline_app) -> None:
+def test_the_stage_and_pipeline_apps_register_the_gate() -> None:
     """stacks/app_factory.py registers the plugin on both apps (aws-cdk-lib leaves a plugin that found nothing out
-    of validation-report.json, so the registration is read from the app). The pipeline app's plugins get its
-    stage assemblies' templates too (test_the_plugin_fails_the_synth_naming_the_construct)."""
-    for synth in (dev_app, pipeline_app):
-        assert PLUGIN_NAME in [plugin.name for plugin in synth.app.policy_validation_beta1]
+    of validation-report.json, so the registration is read from the app, as app.py builds it: no synth needed).
+    The pipeline app's plugins get its stage assemblies' templates too
+    (test_the_plugin_fails_the_synth_naming_the_construct)."""
+    from stacks.app_factory import create_app, create_pipeline_app
+    from stage_config import load_stage
+    from stage_config.pipeline import load_pipeline
+
+    stage_app, _ = create_app(load_stage("dev", CONFIG_DIR), context=cdk_context())
+    pipeline_config, stage_configs = load_pipeline(CONFIG_DIR / "pipeline.yaml", CONFIG_DIR)
+    pipeline_app, _ = create_pipeline_app(pipeline_config, stage_configs, context=cdk_context())
+    for app in (stage_app, pipeline_app):
+        assert PLUGIN_NAME in [plugin.name for plugin in app.policy_validation_beta1]
 
 
 # ---------------------------------------------------------------------------------------------------------

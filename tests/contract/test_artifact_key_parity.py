@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from contract_helpers import read_assembly_templates
-from synth_helpers import CONFIG_DIR, PROJECT_ROOT, synth_pipeline, synth_stage
+from synth_helpers import CONFIG_DIR, PROJECT_ROOT
 
 from model_build import cli
 from stage_config import AppConfig, load_stage
@@ -57,14 +57,15 @@ def test_every_shipped_stage_config_is_compared():
 
 
 @pytest.mark.parametrize("config_file", STAGE_FILES, ids=lambda path: path.relative_to(PROJECT_ROOT).as_posix())
-def test_model_build_key_prints_the_keys_the_templates_use(config_file: Path, capsys) -> None:
+def test_model_build_key_prints_the_keys_the_templates_use(config_file: Path, capsys, shipped_assemblies) -> None:
     config = load_stage(config_file.stem, config_file.parent)
-    expected = template_keys(config_file.stem, synth_stage(config_file.stem, config_file.parent).outdir)
+    label = f"{config_file.parent.relative_to(PROJECT_ROOT).as_posix()}/{config_file.stem}"
+    expected = template_keys(config_file.stem, shipped_assemblies[label])
     assert expected, f"{config_file}: no artifact key found in its templates"
     assert printed_keys(config, config_file, capsys) == expected
 
 
-def test_the_pipeline_stages_use_the_keys_model_build_key_prints(capsys) -> None:
+def test_the_pipeline_stages_use_the_keys_model_build_key_prints(capsys, shipped_assemblies) -> None:
     """The pipeline app builds the same stage stacks inside CDK Pipelines stages (config/pipeline.yaml)."""
     from stage_config.pipeline import load_pipeline
 
@@ -72,4 +73,4 @@ def test_the_pipeline_stages_use_the_keys_model_build_key_prints(capsys) -> None
     printed = set()
     for config in stages.values():
         printed |= printed_keys(config, CONFIG_DIR / f"{config.stage}.yaml", capsys)
-    assert printed == template_keys("config/pipeline", synth_pipeline(CONFIG_DIR).outdir)
+    assert printed == template_keys("config/pipeline", shipped_assemblies["config/pipeline"])

@@ -17,10 +17,10 @@ def _exports(template: dict) -> set[str]:
 
 
 def test_the_pipeline_artifact_stacks_equal_the_stage_apps():
-    pipeline = synth_pipeline()
+    pipeline = synth_pipeline(checks=False)
     for stage in ("dev", "prod"):
         in_pipeline = pipeline.stage_templates(stage)[f"Triton-{stage}-Artifacts"]
-        alone = synth_stage(stage).template_of(f"Triton-{stage}-Artifacts")
+        alone = synth_stage(stage, checks=False).template_of(f"Triton-{stage}-Artifacts")
         assert _exports(in_pipeline) == _exports(alone), stage
         assert in_pipeline["Resources"] == alone["Resources"], stage
 
@@ -36,9 +36,9 @@ def _policy_names(template: dict) -> list[str]:
 def test_scaling_policies_keep_their_names_on_either_deploy_path():
     """PutScalingPolicy identifies a policy by name per scalable target and a new PolicyName replaces it: a name
     generated from the construct path would differ between the pipeline's stage and `make deploy`."""
-    pipeline = synth_pipeline()
+    pipeline = synth_pipeline(checks=False)
     for stage in ("dev", "prod"):
-        alone = synth_stage(stage)
+        alone = synth_stage(stage, checks=False)
         for name, stack in alone.stacks.endpoints.items():
             names = _policy_names(alone.template_of(stack))
             assert names and all(not n.startswith("Triton") for n in names), (stage, name, names)
@@ -66,9 +66,9 @@ def test_every_stack_of_a_stage_is_the_same_on_either_deploy_path():
     """Beyond the artifact stack: switching a stage between `make deploy` and the pipeline changes nothing but
     the two path-derived names above (review finding: the build stack's event-rule permission is recreated and
     the Provider framework's description updated, both harmless; docs/pipeline.md says so)."""
-    pipeline = synth_pipeline()
+    pipeline = synth_pipeline(checks=False)
     for stage in ("dev", "prod"):
-        alone = synth_stage(stage)
+        alone = synth_stage(stage, checks=False)
         in_pipeline = pipeline.stage_templates(stage)
         names = sorted(path.name.removesuffix(".template.json") for path in alone.outdir.glob("*.template.json"))
         assert len(names) >= 3 and set(names) <= set(in_pipeline), (stage, names)  # SmokeAccess: pipeline only

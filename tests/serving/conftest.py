@@ -24,4 +24,4 @@ def prod(prod_app: Synthesized) -> Synthesized:
 
 @pytest.fixture(scope="session")
 def custom() -> Synthesized:
-    return synth_stage("test", custom_config_folder())
+    return synth_stage("test", custom_config_folder(), checks=False)  # checked in tests/contract
