@@ -1,13 +1,14 @@
 """The local endpoint's front (front.py's SageMakerAPI) on one asyncio event loop: aiohttp.web's low-level
 server for the client side, aiohttp's client with a bounded pool of keep-alive connections to Triton (issue #24).
 
-NOT the local endpoint's front yet. Measured with bench/front_throughput.py on add_sub (bench/README.md): it
-uses less CPU per request than front.py's thread-per-connection server (about 280 vs 690 µs at concurrency 8 at
-load 4-7 on the 2-core development machine, then 1302 vs 851 inv/s), but at load 11-14 it served about half the
-threaded front's rate in the same runs (one loop thread, woken for every step of every request, waits for a CPU
-behind the machine's other work; the threaded front's eight threads make their system calls in parallel). So
-front.py's server stays until it is measured on a machine that is not oversubscribed. `bench/front_throughput.py
---front async` measures it; tests/client/test_front_event_loop.py holds it to the threaded front's behaviour.
+NOT the local endpoint's front. Measured with bench/front_throughput.py on add_sub (bench/README.md): on a quiet
+2-core machine it served twice the threaded front's rate at concurrency 8 (2529-2749 vs 1325-1383 inv/s, at about
+300 vs 630 µs of CPU per request) and kept its p50 within 1 ms + 30% of Triton's, which the threaded front did not;
+on a machine oversubscribed 4-7 times it lost (its one loop thread gets less of the CPU than eight threads). It is
+not the default because it keeps front.py's answers to malformed requests by subclassing aiohttp's internal
+parser and protocol classes (below), which a newer aiohttp can change under it; issue #24 records the choice.
+`bench/front_throughput.py --front async` measures it; tests/client/test_front_event_loop.py holds it to the
+threaded front's behaviour.
 
 It keeps front.py's behaviour, which its tests check on the threaded server: the same SageMakerAPI, Host check
 before the body, payload limits from Content-Length, 411 for chunked or missing lengths, JSON refusals for what
