@@ -26,8 +26,9 @@ Web pages (issue 22 C3): the front has no authentication, so what a browser can 
 Connections: at most MAX_CONNECTIONS at once, a thread each; beyond them a few more are answered 503 (after
 their body is drained, so the client reads it rather than a reset) and the rest wait in the listen backlog;
 a connection with no request under way is closed after IDLE_CONNECTION_TIMEOUT_SECONDS (FrontServer).
-front_async.py has the same server on one asyncio event loop (issue #24), not used yet: bench/README.md has
-why (measured slower at concurrency 8 on the shared 2-core machine, though it uses less CPU per request).
+front_async.py has the same server on one asyncio event loop (issue #24), opt-in: about twice this front's
+throughput at concurrency 8 on a quiet machine, but it depends on aiohttp's internal classes (its docstring and
+bench/README.md say why and what it would take).
 
 Before anything reaches Triton: bodies above SageMaker's payload limit are refused unread (413), a body
 without Content-Length is refused (411), a request not fully received within
