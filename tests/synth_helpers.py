@@ -268,3 +268,48 @@ def config_folder(label: str, documents: dict[str, dict]) -> Path:
         (folder / f"{name}.yaml").write_text(yaml.safe_dump(copy.deepcopy(document), sort_keys=False))
     _DOCUMENT_FOLDERS[label] = (text, folder)
     return folder
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The same stage on both deploy paths (`make deploy` and the pipeline)
+
+
+def _path_neutral(template: dict) -> dict:
+    """A template without what only names where the stack sits in the app: CDK's `aws:cdk:path` metadata, the
+    Provider framework's description (its construct path), logical ids CDK derives from the path of a construct
+    outside the stack (an event rule target's Lambda permission) and the name aws-cdk-lib gives the resource
+    policy a log group gets once the stage has an account (`AWS::Logs::ResourcePolicy` PolicyName, from the
+    construct path: codebuild.Project grants its log group to an imported role of unresolved account)."""
+    resources = {}
+    for logical_id, resource in template.get("Resources", {}).items():
+        resource = {k: v for k, v in resource.items() if k != "Metadata"}
+        properties = resource.get("Properties", {})
+        if resource["Type"] == "AWS::Lambda::Function" and "resource provider framework" in str(
+            properties.get("Description", "")
+        ):
+            resource = {**resource, "Properties": {**properties, "Description": "<provider framework>"}}
+        if resource["Type"] == "AWS::Logs::ResourcePolicy":
+            resource = {**resource, "Properties": {**properties, "PolicyName": "<from the construct path>"}}
+        if resource["Type"] == "AWS::Lambda::Permission" and "EventRule" in logical_id:
+            logical_id = f"<event rule permission for {properties['SourceArn']}>"
+        resources[logical_id] = resource
+    return {**template, "Resources": resources}
+
+
+def deploy_path_differences(pipeline: Synthesized, stage: str, alone: Synthesized) -> list[tuple[str, str]]:
+    """(stack, key) of every resource, output, rule, parameter or condition that differs between the stage's app
+    (`alone`) and the pipeline's stage, beyond the path-derived names `_path_neutral` leaves out."""
+    in_pipeline = pipeline.stage_templates(stage)
+    names = sorted(path.name.removesuffix(".template.json") for path in alone.outdir.glob("*.template.json"))
+    assert len(names) >= 3 and set(names) <= set(in_pipeline), (stage, names)  # SmokeAccess: pipeline only
+    differing = []
+    for name in names:
+        piped, single = _path_neutral(in_pipeline[name]), _path_neutral(alone.template_of(name))
+        keys = [
+            (name, key)
+            for section in ("Resources", "Outputs", "Rules", "Parameters", "Conditions")
+            for key in sorted(set(piped.get(section, {})) | set(single.get(section, {})))
+            if piped.get(section, {}).get(key) != single.get(section, {}).get(key)
+        ]
+        differing += keys or ([(name, "<another section>")] if piped != single else [])
+    return differing

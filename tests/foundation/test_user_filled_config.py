@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from synth_helpers import SHIPPED_CONFIG_DIR, Synthesized, synth_pipeline
+from synth_helpers import SHIPPED_CONFIG_DIR, Synthesized, deploy_path_differences, synth_pipeline, synth_stage
 
 from stacks.deploy_preflight import find_placeholders, main, pipeline_configured
 from stage_config.pipeline import load_pipeline
@@ -106,3 +106,11 @@ def test_the_pipeline_synthesizes_each_stage_into_its_own_account(user_pipeline:
         assert stacks and {a["environment"] for a in stacks} == {environment}, stage
     dev_artifacts = json.dumps(user_pipeline.stage_templates("dev")["Triton-dev-Artifacts"])
     assert f"{PROD}:root" in dev_artifacts  # prod's account may read dev's artifacts (reader_accounts)
+
+
+def test_each_stage_is_the_same_app_on_either_deploy_path(user_config: Path, user_pipeline: Synthesized) -> None:
+    """With accounts set, CDK adds what an environment-agnostic synth leaves out (a log group's resource policy
+    for the build role); `make deploy` and the pipeline must still deploy the same stacks (tests/pipeline/
+    test_pipeline_stacks_match_stage_apps.py for config/ as it is)."""
+    for stage in ("dev", "prod"):
+        assert deploy_path_differences(user_pipeline, stage, synth_stage(stage, user_config, checks=False)) == []
