@@ -12,7 +12,6 @@ from __future__ import annotations
 import fcntl
 import functools
 import importlib.util
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -46,11 +45,13 @@ def _config_dirs() -> list[tuple[Path, str]]:
     return dirs
 
 
-def _shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _shared_folder(tmp_path_factory: pytest.TempPathFactory, config: pytest.Config) -> Path:
     """A folder every pytest-xdist worker of this run sees: a worker's basetemp is `<run>/popen-gwN`, so their
-    parent is the run's own folder (pytest-xdist's documented recipe for session fixtures built once per run)."""
+    parent is the run's own folder (pytest-xdist's documented recipe for session fixtures built once per run).
+    A worker is told by its `workerinput`, not by the PYTEST_XDIST_WORKER variable, which a pytest started from
+    inside a worker inherits (its basetemp's parent would be shared across runs)."""
     base = tmp_path_factory.getbasetemp()
-    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shipped-assemblies"
+    folder = (base.parent if hasattr(config, "workerinput") else base) / "shipped-assemblies"
     folder.mkdir(exist_ok=True)
     return folder
 
@@ -78,19 +79,19 @@ def _claim(lock_file: Path, *, wait: bool):
 
 
 @pytest.fixture(scope="session")
-def shipped_assemblies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def shipped_assemblies(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> dict[str, Path]:
     """{label ("config/dev", "tests/configs/test", ...): cloud assembly folder} of every configuration.
 
     Synthesized as app.py does (tests/synth_helpers.py), each configuration ONCE per test run: under pytest-xdist
     the workers share the assemblies through the run's folder (a lock per configuration; the first worker to claim
     one synthesizes it and writes where its assembly is, the others read that path). The workers start at
     different ends of the list and skip a configuration another worker is synthesizing, then wait for it at the
-    end. A configuration this worker synthesized is also in its synth_stage / synth_pipeline cache for the areas.
+    end. The areas' fixtures of the same configurations synthesize again without the checks (checks=False).
     """
-    shared = _shared_folder(tmp_path_factory)
+    shared = _shared_folder(tmp_path_factory, pytestconfig)
     jobs = _synth_jobs()
     labels = [label for label, _ in jobs]
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    worker = getattr(pytestconfig, "workerinput", {}).get("workerid", "gw0")
     if worker.removeprefix("gw").isdigit() and int(worker.removeprefix("gw")) % 2:
         jobs = jobs[::-1]
     assemblies: dict[str, Path] = {}

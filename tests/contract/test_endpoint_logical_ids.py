@@ -77,8 +77,10 @@ def test_every_endpoint_stack_keeps_its_logical_ids_and_types(shipped_templates:
 
 
 def test_every_recorded_endpoint_stack_is_still_shipped(shipped_templates: list[ShippedTemplate]) -> None:
-    """A recorded stack no configuration synthesizes any more is stale: remove its entry."""
-    assert sorted(set(RECORDED) - set(_endpoint_stacks(shipped_templates))) == []
+    """A recorded stack no configuration synthesizes any more is stale: remove its entry. Judged on the templates
+    the record describes (`_as_recorded`): a user who replaces the example endpoints in config/ removes stacks the
+    record names, which is theirs to do."""
+    assert sorted(set(RECORDED) - set(_endpoint_stacks(_as_recorded(shipped_templates)))) == []
 
 
 def test_a_pipeline_stage_s_endpoint_stacks_have_its_stage_app_s_ids(shipped_templates: list[ShippedTemplate]) -> None:
