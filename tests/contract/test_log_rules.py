@@ -45,3 +45,18 @@ def test_every_key_used_by_log_groups_names_the_logs_principal(shipped_templates
             ):
                 missing.append(f"{shipped.label}/{logical_id}")
     assert missing == []
+
+
+def test_no_stage_adds_an_account_level_logs_resource_policy(shipped_templates):
+    """CloudFormation User Guide, AWS::Logs::ResourcePolicy: "An account can have up to 10 resource policies per
+    Amazon Region" (PutResourcePolicy, the same quota), shared by everything in the account. aws-cdk-lib adds one
+    for each build project's log group when `logging=` grants it to an imported role of unresolved account and the
+    stage sets an account (tests/pipeline:cross-account does; a user's filled-in config/ does): our stacks must add
+    none, the build role's own policy grants the writes (triton_cdk/artifact_build/build_project.py)."""
+    assert any(shipped.config.startswith("tests/pipeline:cross-account") for shipped in shipped_templates)
+    found = [
+        f"{shipped.label}/{logical_id}"
+        for shipped in shipped_templates
+        for logical_id in resources_of(shipped.template, "AWS::Logs::ResourcePolicy")
+    ]
+    assert found == []

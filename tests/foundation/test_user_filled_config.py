@@ -114,3 +114,12 @@ def test_each_stage_is_the_same_app_on_either_deploy_path(user_config: Path, use
     test_pipeline_stacks_match_stage_apps.py for config/ as it is)."""
     for stage in ("dev", "prod"):
         assert deploy_path_differences(user_pipeline, stage, synth_stage(stage, user_config, checks=False)) == []
+
+
+def test_the_filled_in_stages_add_no_logs_resource_policy(user_pipeline: Synthesized) -> None:
+    """With accounts set, no account-level CloudWatch Logs resource policy (10 per account and Region:
+    tests/contract/test_log_rules.py) is added by any stage's stack."""
+    for stage in ("dev", "prod"):
+        for name, template in user_pipeline.stage_templates(stage).items():
+            types = {r["Type"] for r in template["Resources"].values()}
+            assert "AWS::Logs::ResourcePolicy" not in types, (stage, name)

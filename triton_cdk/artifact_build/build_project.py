@@ -160,17 +160,22 @@ class ModelBuildProject(Construct):
             # one, StartBuild fails over it ("Builds in AWS CodeBuild"). The build stack refuses a limit
             # below the number of artifacts one deployment may build at once on this project.
             concurrent_build_limit=concurrency,
-            logging=codebuild.LoggingOptions(
-                cloud_watch=codebuild.CloudWatchLoggingOptions(log_group=self.log_group),
-            ),
             grant_report_group_permissions=False,
+        )
+        # The log group goes in through the L1 property, not `logging=`: given a log group, codebuild.Project grants
+        # it to the role with Grant.addToPrincipalOrResource, and an imported role's account is unresolved, so once
+        # the stage sets an account CDK also adds an account-level AWS::Logs::ResourcePolicy per project (at most
+        # 10 per account and Region: CloudFormation reference, AWS::Logs::ResourcePolicy). The role's own
+        # WriteOwnLogs statement (below) is the grant; the rendered LogsConfig is what `logging=` rendered.
+        project_resource = self.project.node.default_child
+        project_resource.add_property_override(
+            "LogsConfig", {"CloudWatchLogs": {"Status": "ENABLED", "GroupName": self.log_group.log_group_name}}
         )
         if plan is not None and plan.compute == "fleet":
             if fleet_compute_type is None:
                 raise InvalidPropsError(f"{construct_id}: a build on a reserved fleet needs fleet_compute_type")
             # aws-cdk-lib lets GPU images declare only SMALL/LARGE; a fleet build takes the fleet's type.
-            cfn = self.project.node.default_child
-            cfn.add_property_override("Environment.ComputeType", fleet_compute_type)
+            project_resource.add_property_override("Environment.ComputeType", fleet_compute_type)
         sources = [source, facts_source] if check_source is None else [source, facts_source, check_source]
         self.policy = self._policy(role, plan, images, sources, model_sources)
         self._notify_failures(topic)
