@@ -277,9 +277,7 @@ def config_folder(label: str, documents: dict[str, dict]) -> Path:
 def _path_neutral(template: dict) -> dict:
     """A template without what only names where the stack sits in the app: CDK's `aws:cdk:path` metadata, the
     Provider framework's description (its construct path), logical ids CDK derives from the path of a construct
-    outside the stack (an event rule target's Lambda permission) and, should one appear, the path-derived name of
-    an `AWS::Logs::ResourcePolicy` (aws-cdk-lib adds one when it grants a log group to an imported role of
-    unresolved account in a stage with an account; our stacks add none: tests/contract/test_log_rules.py)."""
+    outside the stack (an event rule target's Lambda permission)."""
     resources = {}
     for logical_id, resource in template.get("Resources", {}).items():
         resource = {k: v for k, v in resource.items() if k != "Metadata"}
@@ -288,8 +286,6 @@ def _path_neutral(template: dict) -> dict:
             properties.get("Description", "")
         ):
             resource = {**resource, "Properties": {**properties, "Description": "<provider framework>"}}
-        if resource["Type"] == "AWS::Logs::ResourcePolicy":
-            resource = {**resource, "Properties": {**properties, "PolicyName": "<from the construct path>"}}
         if resource["Type"] == "AWS::Lambda::Permission" and "EventRule" in logical_id:
             logical_id = f"<event rule permission for {properties['SourceArn']}>"
         resources[logical_id] = resource
