@@ -44,6 +44,9 @@ TRITON_ENV_STAMP :=
 # from them, and a test fails while the two disagree. Re-run when the lock changes (the stamp is older than it).
 # The project itself is installed editable without dependencies: it only adds the console scripts
 # model-build and triton-endpoint (pyproject.toml).
+# --compile-bytecode: uv (unlike pip) leaves the packages uncompiled, and where PYTHONDONTWRITEBYTECODE is set (it
+# is on the machines this project is tested on) every Python process compiles what it imports again: botocore,
+# onnx, numpy... in each of the hundreds of processes `make test` starts (bench/README.md, make test).
 LOCK_FLAGS := --universal --python-version 3.11 --generate-hashes --quiet
 
 $(UV):
@@ -51,7 +54,7 @@ $(UV):
 	$(BIN)/python -m pip install --quiet uv==$(UV_VERSION)
 
 $(BIN)/.requirements.stamp: requirements-dev.lock pyproject.toml | $(UV)
-	$(UV) pip install --quiet --python $(BIN)/python --require-hashes -r requirements-dev.lock
+	$(UV) pip install --quiet --compile-bytecode --python $(BIN)/python --require-hashes -r requirements-dev.lock
 	$(UV) pip install --quiet --python $(BIN)/python --no-deps -e .
 	@touch $@
 
@@ -149,10 +152,11 @@ lint: bootstrap
 	$(BIN)/ruff format --check .
 
 # One worker per core (pytest-xdist); a file's tests stay on one worker, so its session fixtures (the synthesized
-# apps) are built once per worker. PYTEST_WORKERS=0 runs in one process.
+# apps) are built once per worker. PYTEST_WORKERS=0 runs in one process. --no-loadscope-reorder: files go out in
+# collection order, which tests/conftest.py starts with the slowest (xdist would sort them by test count).
 PYTEST_WORKERS ?= auto
 pytest: bootstrap $(TRITON_ENV_STAMP)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # cfn-lint over what `make synth-all` wrote. `make test` lints every shipped template inside pytest instead
 # (tests/contract/test_cfn_lint.py: the same apps plus the test configs, synthesized once for all the contract

@@ -29,7 +29,7 @@ LOCAL_HOST ?= 127.0.0.1
 # (Re)create when missing, broken (e.g. its Python moved) or older than requirements-triton.txt.
 $(TRITON_ENV_STAMP): requirements-triton.txt | $(UV)
 	@$(TRITON_VENV)/bin/python -c 'import sys' 2>/dev/null || { rm -rf $(TRITON_VENV) && $(PYTHON) -m venv $(TRITON_VENV); }
-	$(UV) pip install --quiet --python $(TRITON_VENV)/bin/python -r requirements-triton.txt
+	$(UV) pip install --quiet --compile-bytecode --python $(TRITON_VENV)/bin/python -r requirements-triton.txt
 	$(TRITON_VENV)/bin/python -c 'import numpy, pytriton; assert numpy.__version__ < "2"'
 	@touch $@
 

@@ -29,6 +29,52 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.warn_unused_snapshots = True
 
 
+# The files that take longest (>= ~10 s each on 2 workers; bench/README.md "make test"), slowest first. pytest-xdist
+# (`--dist loadfile --no-loadscope-reorder`, Makefile) hands files to whichever worker is free in collection order,
+# so these go first and the small files fill in at the end: the workers finish together instead of one running the
+# last long file alone. Only the order changes; a file not listed runs after them, in its usual place.
+SLOW_FILES_FIRST = (
+    "tests/contract/test_api_constraints.py",  # synthesizes every shipped configuration with every check
+    "tests/artifact_build/test_build_buildspec_run.py",
+    "tests/contract/test_guard_rules.py",
+    "tests/foundation/test_config_properties.py",
+    "tests/client/test_image_example.py",
+    "tests/client/test_client_local_endpoint.py",
+    "tests/client/test_build_report_triton.py",
+    "tests/foundation/test_doc_commands.py",
+    "tests/model_build/test_python_env.py",
+    "tests/contract/test_cfn_lint.py",
+    "tests/client/test_local_endpoint_attacker.py",
+    "tests/foundation/test_role_policy_size.py",
+    "tests/client/test_loadtest.py",
+    "tests/foundation/test_config_file_refusals.py",
+    "tests/contract/test_deploy_rules.py",
+    "tests/pipeline/test_pipeline_stack.py",
+    "tests/artifact_build/test_build_handler.py",
+    "tests/pipeline/test_pipeline_environment.py",
+    "tests/foundation/test_stage_without_pipeline.py",
+    "tests/client/test_build_report_check_review.py",
+    "tests/foundation/test_app_entrypoint.py",
+    "tests/pipeline/test_performance_gate.py",
+    "tests/artifact_build/test_build_stack.py",
+    "tests/foundation/test_cdk_cli_synth.py",
+    "tests/foundation/test_user_filled_config.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The files of SLOW_FILES_FIRST first, in its order; every other test keeps its place after them."""
+    missing = [path for path in SLOW_FILES_FIRST if not (PROJECT_ROOT / path).is_file()]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py SLOW_FILES_FIRST names files that do not exist: {missing}")
+    rank = {path: index for index, path in enumerate(SLOW_FILES_FIRST)}
+
+    def place(item: pytest.Item) -> int:
+        return rank.get(Path(item.path).relative_to(PROJECT_ROOT).as_posix(), len(rank))
+
+    items.sort(key=place)  # stable: the usual order within a file and among the files not listed
+
+
 @pytest.fixture(scope="session")
 def project_root() -> Path:
     return PROJECT_ROOT
