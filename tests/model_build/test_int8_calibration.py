@@ -30,7 +30,6 @@ def tools(tmp_path, monkeypatch):
     write_executable(bin_dir / "trtexec", TRTEXEC)
     monkeypatch.setenv("PATH", path_with(bin_dir))
     monkeypatch.delenv(CALIBRATION_URI, raising=False)
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("config", "trt_command", "build"))
     return bin_dir
 
 

@@ -45,8 +45,6 @@ def project(tmp_path: Path, monkeypatch) -> Path:
     (tmp_path / "models" / "detector.onnx").write_bytes(b"onnx bytes of the detector")
     (tmp_path / "models" / "classifier.onnx").write_bytes(b"onnx bytes of the classifier")
     write_config(tmp_path)
-    # Only this area's commands: the others are written in parallel and may not import yet.
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("package", "key", "upload"))
     return tmp_path
 
 
@@ -167,7 +165,6 @@ def test_json_output(project: Path) -> None:
 
 
 def test_the_repository_config_keys_export_recipes(monkeypatch) -> None:
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("key",))
     config = str(PROJECT_ROOT / "config" / "dev.yaml")
     code, out, _ = run_key("--config", config, "--model", "resnet50", "--instance-type", "ml.g5.xlarge", "--json")
     document = json.loads(out)

@@ -9,8 +9,6 @@ import pytest
 import yaml
 from cli_runner import run_cli
 
-from model_build import cli
-
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -20,7 +18,6 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "outside.onnx").write_bytes(b"not the project's")
     (root / "models" / "etc").symlink_to("/etc")
     (root / "models" / "link.onnx").symlink_to(tmp_path / "outside.onnx")
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("key",))
     return root
 
 

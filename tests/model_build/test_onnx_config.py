@@ -43,12 +43,6 @@ def tensors(config_tensors) -> dict:
     return {t.name: (mc.DataType.Name(t.data_type), list(t.dims)) for t in config_tensors}
 
 
-@pytest.fixture
-def only_our_commands(monkeypatch):
-    # cli.main imports every command module; the other areas' commands are not ours to depend on here.
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("config", "trt_command", "build"))
-
-
 # --- inspection --------------------------------------------------------------------------------
 
 
@@ -276,7 +270,7 @@ def test_triton_examples_match_their_shared_configs(model):
 
 
 @needs_shared
-def test_config_command_writes_repository_for_onnxruntime(tmp_path, only_our_commands, capsys):
+def test_config_command_writes_repository_for_onnxruntime(tmp_path, capsys):
     onnx_path = SHARED_VALID / "simple" / "1" / "model.onnx"
     code = cli.main(
         [
@@ -302,7 +296,7 @@ def test_config_command_writes_repository_for_onnxruntime(tmp_path, only_our_com
     run_as_configured(model_dir / "1" / "model.onnx", config, batch=8)
 
 
-def test_config_command_from_app_config(tmp_path, only_our_commands, capsys):
+def test_config_command_from_app_config(tmp_path, capsys):
     app_config = tmp_path / "dev.yaml"
     app_config.write_text(
         "triton_release: '24.09'\nmodels:\n  - name: dyn\n    source: {path: d.onnx}\n    max_batch_size: 8\n"
@@ -316,13 +310,13 @@ def test_config_command_from_app_config(tmp_path, only_our_commands, capsys):
     assert config.platform == "tensorrt_plan" and list(config.dynamic_batching.preferred_batch_size) == [4, 8]
 
 
-def test_config_command_tensorrt_writes_no_model_file(tmp_path, only_our_commands):
+def test_config_command_tensorrt_writes_no_model_file(tmp_path):
     onnx_path = dynamic_batch_model(tmp_path / "d.onnx")
     assert cli.main(["config", "--onnx", str(onnx_path), "--name", "dyn", "--repository", str(tmp_path / "r")]) == 0
     assert sorted(p.name for p in (tmp_path / "r" / "dyn").iterdir()) == ["config.pbtxt"]
 
 
-def test_config_command_refusal_writes_nothing(tmp_path, only_our_commands, capsys):
+def test_config_command_refusal_writes_nothing(tmp_path, capsys):
     onnx_path = fixed_model(tmp_path / "fixed.onnx", leading=4)
     code = cli.main(["config", "--onnx", str(onnx_path), "--name", "fixed", "--repository", str(tmp_path / "r")])
     assert code == 1
@@ -331,19 +325,19 @@ def test_config_command_refusal_writes_nothing(tmp_path, only_our_commands, caps
     assert not (tmp_path / "r").exists()
 
 
-def test_config_command_needs_settings(tmp_path, only_our_commands, capsys):
+def test_config_command_needs_settings(tmp_path, capsys):
     onnx_path = dynamic_batch_model(tmp_path / "d.onnx")
     assert cli.main(["config", "--onnx", str(onnx_path), "--stdout"]) == 1
     assert "ERROR: give either --config FILE --model NAME, or --name NAME" in capsys.readouterr().err
 
 
-def test_config_command_reports_bad_settings(tmp_path, only_our_commands, capsys):
+def test_config_command_reports_bad_settings(tmp_path, capsys):
     onnx_path = dynamic_batch_model(tmp_path / "d.onnx")
     assert cli.main(["config", "--onnx", str(onnx_path), "--name", "bad name", "--stdout"]) == 1
     assert "ERROR: command line: name: String should match pattern" in capsys.readouterr().err
 
 
-def test_config_overwrite_is_atomic(tmp_path, only_our_commands):
+def test_config_overwrite_is_atomic(tmp_path):
     onnx_path = dynamic_batch_model(tmp_path / "d.onnx")
     repo = tmp_path / "r"
     args = ["config", "--onnx", str(onnx_path), "--name", "dyn", "--platform", "onnxruntime_onnx", "--repository"]
@@ -474,7 +468,7 @@ def test_tensorrt_on_cpu_instances_is_refused_at_the_settings():
     assert settings("m", platform="onnxruntime_onnx", instance_groups=[{"kind": "KIND_CPU"}])
 
 
-def test_config_command_refuses_tensorrt_on_cpu(tmp_path, only_our_commands, capsys):
+def test_config_command_refuses_tensorrt_on_cpu(tmp_path, capsys):
     onnx_path = dynamic_batch_model(tmp_path / "d.onnx")
     args = ["config", "--onnx", str(onnx_path), "--name", "d", "--instance-kind", "KIND_CPU", "--repository"]
 
@@ -483,7 +477,7 @@ def test_config_command_refuses_tensorrt_on_cpu(tmp_path, only_our_commands, cap
     assert not (tmp_path / "r").exists()
 
 
-def test_a_config_check_refuses_is_never_written(tmp_path, only_our_commands, capsys, monkeypatch):
+def test_a_config_check_refuses_is_never_written(tmp_path, capsys, monkeypatch):
     """The generator's old scalar bug (an empty reshape on a non-batching model) stands in for any future
     one: `config` runs `check` on the text and writes nothing it refuses."""
     original = pbtxt.build_model_config
@@ -504,7 +498,7 @@ def test_a_config_check_refuses_is_never_written(tmp_path, only_our_commands, ca
     assert not (tmp_path / "r").exists()
 
 
-def test_config_command_takes_the_release(tmp_path, only_our_commands, capsys):
+def test_config_command_takes_the_release(tmp_path, capsys):
     path = export_like_models.bert_like(tmp_path / "bert.onnx")
     app_config = tmp_path / "dev.yaml"
     shapes = "".join(

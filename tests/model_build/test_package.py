@@ -414,7 +414,6 @@ def test_memory_stays_flat_for_a_large_file(tmp_path: Path) -> None:
 @pytest.fixture
 def only_my_commands(monkeypatch) -> None:
     """cli.main with just this area's commands (others are written in parallel)."""
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("package", "key", "upload"))
 
 
 def test_cli_prints_each_archive_and_its_digest(tmp_path: Path, repository: Path, only_my_commands, capsys) -> None:

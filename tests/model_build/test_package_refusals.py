@@ -212,7 +212,6 @@ def test_an_unreadable_model_folder_and_repository(repo: Path, tmp_path: Path, m
     for name in ("scandir", "listdir"):
         deny(monkeypatch, model_tree.os, name, repo)
     for argv in (["check", str(repo)], ["package", str(repo), "--out", str(tmp_path / "out")]):
-        monkeypatch.setattr(cli, "COMMAND_MODULES", (argv[0],))
         stderr = io.StringIO()
         with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
             assert cli.main(argv) == 1
@@ -229,7 +228,6 @@ def test_an_unwritable_output_folder(repo: Path, tmp_path: Path, monkeypatch, ca
         return original(*args, **kwargs)
 
     monkeypatch.setattr(atomic.tempfile, "mkstemp", denied)
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("package",))
     assert cli.main(["package", str(repo), "--out", str(out)]) == 1
     assert capsys.readouterr().err == (
         f"ERROR: {out}: cannot write the package into {out} (Permission denied); check its permissions\n"
@@ -338,7 +336,6 @@ def test_a_single_archive_of_several_models_needs_the_default_model(tmp_path: Pa
     # One model needs no name: the serve script starts the only folder it finds.
     [one] = package_repository(repo, tmp_path / "one", models=["second"])
     assert one.models == ("second",)
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("package",))
     assert cli.main(["package", str(repo), "--out", str(tmp_path / "cli")]) == 1
     assert "SAGEMAKER_TRITON_DEFAULT_MODEL_NAME" in capsys.readouterr().err
     assert cli.main(["package", str(repo), "--out", str(tmp_path / "cli"), "--default-model", "first"]) == 0

@@ -44,12 +44,6 @@ CACHE = Path("/cache/m.timing")
 
 
 @pytest.fixture
-def only_our_commands(monkeypatch):
-    # cli.main imports every command module; the other areas' commands are not ours to depend on here.
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("config", "trt_command", "build"))
-
-
-@pytest.fixture
 def dyn(tmp_path) -> Path:
     return dynamic_batch_model(tmp_path / "dyn.onnx")
 
@@ -286,7 +280,7 @@ def test_onnxruntime_models_are_not_built(dyn):
         argv_for(dyn, platform="onnxruntime_onnx")
 
 
-def test_trt_command_prints_shell_quoted_argv(dyn, tmp_path, only_our_commands, capsys):
+def test_trt_command_prints_shell_quoted_argv(dyn, tmp_path, capsys):
     code = cli.main(
         [
             "trt-command",
@@ -316,7 +310,7 @@ def test_trt_command_prints_shell_quoted_argv(dyn, tmp_path, only_our_commands, 
     )
 
 
-def test_trt_command_refusal_goes_through_cli(tmp_path, only_our_commands, capsys):
+def test_trt_command_refusal_goes_through_cli(tmp_path, capsys):
     path = sequence_model(tmp_path / "seq.onnx")
     assert cli.main(["trt-command", "--onnx", str(path), "--name", "m", "--repository", "/r"]) == 1
     assert "ERROR: " in (err := capsys.readouterr().err) and "has dynamic axes [1] besides the batch axis" in err
@@ -372,7 +366,7 @@ def build_args(onnx_path: Path, repo: Path, *extra: str) -> list[str]:
     ]
 
 
-def test_build_without_gpu_exits_with_clear_message(dyn, tmp_path, monkeypatch, only_our_commands, capsys):
+def test_build_without_gpu_exits_with_clear_message(dyn, tmp_path, monkeypatch, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
@@ -383,7 +377,7 @@ def test_build_without_gpu_exits_with_clear_message(dyn, tmp_path, monkeypatch, 
     assert not (tmp_path / "repo").exists()
 
 
-def test_build_without_trtexec_exits_with_clear_message(dyn, tmp_path, tools, only_our_commands, capsys):
+def test_build_without_trtexec_exits_with_clear_message(dyn, tmp_path, tools, capsys):
     (tools / "trtexec").unlink()
     assert cli.main(build_args(dyn, tmp_path / "repo")) == 1
     assert "ERROR: TensorRT's trtexec not found at 'trtexec'. Build inside NVIDIA's TensorRT image" in (
@@ -391,7 +385,7 @@ def test_build_without_trtexec_exits_with_clear_message(dyn, tmp_path, tools, on
     )
 
 
-def test_build_with_failing_driver(dyn, tmp_path, tools, only_our_commands, capsys):
+def test_build_with_failing_driver(dyn, tmp_path, tools, capsys):
     write_executable(
         tools / "nvidia-smi",
         "import sys\nprint(\"NVIDIA-SMI has failed because it couldn't "
@@ -401,7 +395,7 @@ def test_build_with_failing_driver(dyn, tmp_path, tools, only_our_commands, caps
     assert "ERROR: nvidia-smi failed (exit 9: NVIDIA-SMI has failed" in capsys.readouterr().err
 
 
-def test_build_refuses_tensorrt_mismatch(dyn, tmp_path, tools, only_our_commands, capsys):
+def test_build_refuses_tensorrt_mismatch(dyn, tmp_path, tools, capsys):
     assert cli.main(build_args(dyn, tmp_path / "repo", "--expect-tensorrt", "10.9.0.34")) == 1
     assert "ERROR: this build host has TensorRT 10.4.0, but the serving Triton release needs TensorRT 10.9.0.34" in (
         capsys.readouterr().err
@@ -409,14 +403,14 @@ def test_build_refuses_tensorrt_mismatch(dyn, tmp_path, tools, only_our_commands
     assert not (tmp_path / "repo").exists()
 
 
-def test_build_refuses_compute_capability_mismatch(dyn, tmp_path, tools, only_our_commands, capsys):
+def test_build_refuses_compute_capability_mismatch(dyn, tmp_path, tools, capsys):
     assert cli.main(build_args(dyn, tmp_path / "repo", "--expect-compute-capability", "8.9")) == 1
     assert (
         "ERROR: this build host's GPU is NVIDIA A10G (compute capability 8.6), but the serving instance needs 8.9"
     ) in capsys.readouterr().err
 
 
-def test_build_refuses_ampere_plus_on_turing(dyn, tmp_path, tools, only_our_commands, capsys):
+def test_build_refuses_ampere_plus_on_turing(dyn, tmp_path, tools, capsys):
     write_executable(tools / "nvidia-smi", GPU_T4)
     app_config = tmp_path / "dev.yaml"
     app_config.write_text(
@@ -444,7 +438,7 @@ def test_build_refuses_ampere_plus_on_turing(dyn, tmp_path, tools, only_our_comm
     )
 
 
-def test_build_happy_path_writes_engine_and_record(dyn, tmp_path, tools, only_our_commands, capsys):
+def test_build_happy_path_writes_engine_and_record(dyn, tmp_path, tools, capsys):
     repo = tmp_path / "repo"
     code = cli.main(build_args(dyn, repo, "--expect-tensorrt", "10.4.0.26", "--expect-compute-capability", "8.6"))
     assert code == 0, capsys.readouterr().err
@@ -463,7 +457,7 @@ def test_build_happy_path_writes_engine_and_record(dyn, tmp_path, tools, only_ou
     assert "built " in capsys.readouterr().err
 
 
-def test_failed_build_leaves_nothing_half_written(dyn, tmp_path, tools, monkeypatch, only_our_commands, capsys):
+def test_failed_build_leaves_nothing_half_written(dyn, tmp_path, tools, monkeypatch, capsys):
     monkeypatch.setenv("FAKE_TRTEXEC_FAIL", "1")
     repo = tmp_path / "repo"
     assert cli.main(build_args(dyn, repo)) == 1
@@ -472,7 +466,7 @@ def test_failed_build_leaves_nothing_half_written(dyn, tmp_path, tools, monkeypa
     assert [p.name for p in repo.rglob("*") if p.is_file()] == []
 
 
-def test_failed_rebuild_keeps_previous_engine(dyn, tmp_path, tools, monkeypatch, only_our_commands):
+def test_failed_rebuild_keeps_previous_engine(dyn, tmp_path, tools, monkeypatch):
     repo = tmp_path / "repo"
     assert cli.main(build_args(dyn, repo)) == 0
     before = (repo / "m" / "1" / "model.plan").read_bytes()
@@ -483,7 +477,7 @@ def test_failed_rebuild_keeps_previous_engine(dyn, tmp_path, tools, monkeypatch,
 
 
 @needs_shared
-def test_build_triton_simple_model_with_fake_tools(tmp_path, tools, only_our_commands):
+def test_build_triton_simple_model_with_fake_tools(tmp_path, tools):
     onnx_path = SHARED_VALID / "simple" / "1" / "model.onnx"
     assert cli.main(build_args(onnx_path, tmp_path / "repo")) == 0
     argv = json.loads((tmp_path / "repo" / "m" / "build-info.json").read_text())["argv"]

@@ -246,7 +246,6 @@ def test_progress_bar_only_on_a_tty(tmp_path: Path, s3, bucket: str) -> None:
 
 
 def test_cli(tmp_path: Path, moto_url: str, s3, bucket: str, monkeypatch) -> None:
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("package", "key", "upload"))
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     path = write(tmp_path / "model.tar.gz", os.urandom(2000))
