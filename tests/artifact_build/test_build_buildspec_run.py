@@ -212,14 +212,21 @@ def test_a_build_with_another_tensorrt_fails_and_writes_nothing(run_buildspec, s
     assert keys(s3, run_buildspec.bucket) == []
 
 
-def test_unpack_only_unpacks_the_existing_archive_without_rebuilding(run_buildspec, s3):
+def test_unpack_only_unpacks_the_existing_archive_without_rebuilding_or_checking(run_buildspec, s3):
     assert run_buildspec().returncode == 0
     archive = s3.head_object(Bucket=run_buildspec.bucket, Key=KEY)
-    # trtexec is gone: an unpack must not build.
-    result = run_buildspec(UNPACK_ONLY="true", UNCOMPRESSED_PREFIX=UNPACKED, TRTEXEC="/nonexistent/trtexec")
+    run_buildspec.check_log.unlink()
+    # trtexec and the check's source are gone: an unpack must neither build nor run the check.
+    result = run_buildspec(
+        UNPACK_ONLY="true",
+        UNCOMPRESSED_PREFIX=UNPACKED,
+        TRTEXEC="/nonexistent/trtexec",
+        CODEBUILD_SRC_DIR_endpoint_client="",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"{UNPACKED}tiny/config.pbtxt" in keys(s3, run_buildspec.bucket)
     assert s3.head_object(Bucket=run_buildspec.bucket, Key=KEY)["ETag"] == archive["ETag"]
+    assert not run_buildspec.check_log.exists()
 
 
 def test_an_onnxruntime_model_is_packaged_without_gpu_tools(run_buildspec, s3):
@@ -525,14 +532,6 @@ def test_models_without_an_engine_run_no_check_and_publish_no_report(run_buildsp
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert not run_buildspec.check_log.exists()
     assert keys(s3, run_buildspec.bucket) == [KEY]
-
-
-def test_unpack_only_runs_no_check(run_buildspec, s3):
-    assert run_buildspec().returncode == 0
-    run_buildspec.check_log.unlink()
-    result = run_buildspec(UNPACK_ONLY="true", UNCOMPRESSED_PREFIX=UNPACKED, CODEBUILD_SRC_DIR_endpoint_client="")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert not run_buildspec.check_log.exists()
 
 
 def test_samples_uri_is_fetched_and_given_to_the_check(run_buildspec, s3):
