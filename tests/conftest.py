@@ -70,7 +70,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     rank = {path: index for index, path in enumerate(SLOW_FILES_FIRST)}
 
     def place(item: pytest.Item) -> int:
-        return rank.get(Path(item.path).relative_to(PROJECT_ROOT).as_posix(), len(rank))
+        path = Path(item.path)
+        return (
+            rank.get(path.relative_to(PROJECT_ROOT).as_posix(), len(rank))
+            if path.is_relative_to(PROJECT_ROOT)
+            else len(rank)
+        )
 
     items.sort(key=place)  # stable: the usual order within a file and among the files not listed
 
