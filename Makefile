@@ -151,12 +151,16 @@ lint: bootstrap
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# One worker per core (pytest-xdist); a file's tests stay on one worker, so its session fixtures (the synthesized
-# apps) are built once per worker. PYTEST_WORKERS=0 runs in one process. --no-loadscope-reorder: files go out in
-# collection order, which tests/conftest.py starts with the slowest (xdist would sort them by test count).
+# pytest-xdist workers: `auto` is one per core plus one (tests/conftest.py: a fifth of the time the tests wait on
+# Triton); a file's tests stay on one worker, so its session fixtures (the synthesized apps) are built once per
+# worker. PYTEST_WORKERS=0 runs in one process. --no-loadscope-reorder: files go out in collection order, which
+# tests/conftest.py starts with the slowest (xdist would sort them by test count).
+# PYTHONDONTWRITEBYTECODE is emptied for the run: where it is set, each of the hundreds of processes the tests start
+# (app.py, the CLIs, buildspec steps) compiled the project's modules again, and each worker rewrote every test
+# module's asserts again; the bytecode goes to __pycache__ folders git ignores (bench/README.md, make test).
 PYTEST_WORKERS ?= auto
 pytest: bootstrap $(TRITON_ENV_STAMP)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # cfn-lint over what `make synth-all` wrote. `make test` lints every shipped template inside pytest instead
 # (tests/contract/test_cfn_lint.py: the same apps plus the test configs, synthesized once for all the contract

@@ -12,11 +12,13 @@ from __future__ import annotations
 import fcntl
 import functools
 import importlib.util
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cdklabs.cdk_validator_cfnguard import CfnGuardValidator
 from contract_helpers import ShippedTemplate, read_assembly_templates
 from synth_helpers import PROJECT_ROOT, Synthesized, synth_pipeline, synth_stage
 
@@ -66,6 +68,11 @@ def _synth_jobs() -> list[tuple[str, Callable[[], Synthesized]]]:
     return jobs
 
 
+def _slug(label: str) -> str:
+    """A label as a file name in the run's shared folder."""
+    return label.replace("/", "_").replace(":", "_")
+
+
 def _claim(lock_file: Path, *, wait: bool):
     """An exclusive lock on `lock_file` (held while the returned file is open), or None when another worker holds it
     and `wait` is False."""
@@ -99,16 +106,59 @@ def shipped_assemblies(tmp_path_factory: pytest.TempPathFactory, pytestconfig: p
         for label, synthesize in jobs:
             if label in assemblies:
                 continue
-            slug = label.replace("/", "_").replace(":", "_")
+            slug = _slug(label)
             handle = _claim(shared / f"{slug}.lock", wait=wait)
             if handle is None:
                 continue  # another worker is synthesizing it: come back to it after the rest
             with handle:
                 written = shared / f"{slug}.path"
                 if not written.is_file():
-                    written.write_text(str(synthesize().outdir))
+                    outdir = _synthesize_recording_guard(synthesize, shared / f"{slug}.guard-reference.json")
+                    written.write_text(str(outdir))
                 assemblies[label] = Path(written.read_text())
     return {label: assemblies[label] for label in labels}
+
+
+def _synthesize_recording_guard(synthesize: Callable[[], Synthesized], reference_file: Path) -> Path:
+    """Synthesizes one configuration, writing to `reference_file` what the plain cdklabs Guard plugin found while
+    the app's wrapper (triton_cdk/guard_plugin.py) ran it: (rule, template, logical id) of every violation, before
+    the wrapper and aws-cdk-lib touch the report. tests/contract/test_guard_rules.py compares it with the app's
+    report, so the plugin's findings are not computed twice. Nothing is written when the synth was already cached
+    in this process (the plugin did not run): the test then runs the plugin itself."""
+    findings: set[tuple[str, str, str]] = set()
+    calls = 0
+    plain_validate = CfnGuardValidator.validate
+
+    def recording_validate(plugin: CfnGuardValidator, context):
+        nonlocal calls
+        report = plain_validate(plugin, context)
+        calls += 1
+        findings.update(
+            (v.rule_name, str(Path(r.template_path).resolve()), r.resource_logical_id)
+            for v in report.violations
+            for r in v.violating_resources
+        )
+        return report
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(CfnGuardValidator, "validate", recording_validate)
+        outdir = synthesize().outdir
+    if calls:
+        reference_file.write_text(json.dumps(sorted(findings)))
+    return outdir
+
+
+@pytest.fixture(scope="session")
+def guard_reference(
+    shipped_assemblies: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> dict[str, set[tuple[str, str, str]] | None]:
+    """{label: the plain Guard plugin's findings during that configuration's synth, or None where not recorded}."""
+    shared = _shared_folder(tmp_path_factory, pytestconfig)
+    recorded: dict[str, set | None] = {}
+    for label in shipped_assemblies:
+        file = shared / f"{_slug(label)}.guard-reference.json"
+        recorded[label] = {tuple(finding) for finding in json.loads(file.read_text())} if file.is_file() else None
+    return recorded
 
 
 @pytest.fixture(scope="session")
