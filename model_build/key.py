@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from model_build.errors import ModelBuildError
+from model_build.model_tree import SKIPPED_DIRS
 from model_build.onnx_external import ExternalDataError, MalformedModelError, external_data
 from serving_facts.content_address import EXPORT_RECIPE_VERSION
 
@@ -49,9 +50,12 @@ def _source_file_sha256(path: Path) -> str:
 
 
 def tree_sha256(root: Path) -> str:
-    """Digest of a folder: relative paths and bytes of every file, in sorted order."""
+    """Digest of a folder: relative paths and bytes of every file, in sorted order. Files under a `__pycache__`
+    folder are left out, as the packager leaves them out of the archive (model_build.model_tree): running a Python
+    model's model.py once must not change its artifact key (and rebuild it)."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+    files = (p for p in root.rglob("*") if p.is_file() and not SKIPPED_DIRS.intersection(p.relative_to(root).parts))
+    for path in sorted(files):
         relative = path.relative_to(root).as_posix()
         digest.update(relative.encode() + b"\0" + _source_file_sha256(path).encode() + b"\n")
     return digest.hexdigest()

@@ -226,7 +226,8 @@ class BuildStack(cdk.Stack):
                 self, asset_id, path=str(path.parent), exclude=only_these(path.name, data_files)
             )
             return "onnx-zip", f"{asset.s3_object_url}#{path.name}", asset.bucket.arn_for_objects(asset.s3_object_key)
-        asset = self.node.try_find_child(asset_id) or s3_assets.Asset(self, asset_id, path=str(path))
+        excluded = SOURCE_FOLDER_EXCLUDE if path.is_dir() else []
+        asset = self.node.try_find_child(asset_id) or s3_assets.Asset(self, asset_id, path=str(path), exclude=excluded)
         kind = "zip" if path.is_dir() else "file"
         return kind, asset.s3_object_url, asset.bucket.arn_for_objects(asset.s3_object_key)
 
@@ -296,6 +297,11 @@ class BuildStack(cdk.Stack):
                 ),
             )
         self.ensure.add_artifact(props)
+
+
+# A model folder's bytecode (Python's own, once its model.py has run) is not the model: the artifact key
+# (model_build.key.tree_sha256) and the packager leave `__pycache__` out too.
+SOURCE_FOLDER_EXCLUDE = ["__pycache__"]
 
 
 def only_these(onnx_name: str, data_files: Sequence[str]) -> list[str]:

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 from synth_helpers import new_app
 
 from model_build.onnx_external import external_data
-from stacks.build_stack import only_these
+from stacks.build_stack import SOURCE_FOLDER_EXCLUDE, only_these
 
 
 def model_with_external_data(folder: Path) -> Path:
@@ -56,3 +56,28 @@ def test_the_asset_holds_exactly_the_model_and_its_data(tmp_path):
     staged = outdir / entry["source"]["path"]
     files = sorted(p.relative_to(staged).as_posix() for p in staged.rglob("*") if p.is_file())
     assert files == ["model.onnx", "weights/model.bin"]
+
+
+def _staged_files(tmp_path: Path, source: Path, exclude: list[str]) -> list[str]:
+    outdir = tmp_path / "out"
+    app = new_app(outdir)
+    stack = cdk.Stack(app, "S")
+    asset = s3_assets.Asset(stack, "Source", path=str(source), exclude=exclude)
+    cdk.CfnOutput(stack, "Url", value=asset.s3_object_url)
+    cdk.CfnWaitConditionHandle(stack, "Anchor")
+    app.synth()
+    manifest = json.loads((outdir / "S.assets.json").read_text())
+    (entry,) = [e for e in manifest["files"].values() if e["source"].get("packaging") == "zip"]
+    staged = outdir / entry["source"]["path"]
+    return sorted(p.relative_to(staged).as_posix() for p in staged.rglob("*") if p.is_file())
+
+
+def test_a_model_folders_bytecode_is_not_shipped(tmp_path):
+    """A Python model's folder after its model.py ran once (Python writes 1/__pycache__/): the folder source's asset
+    (stacks/build_stack.py SOURCE_FOLDER_EXCLUDE) leaves the bytecode out, as its key and the packager do."""
+    source = tmp_path / "add_sub"
+    (source / "1" / "__pycache__").mkdir(parents=True)
+    (source / "config.pbtxt").write_text('backend: "python"\n')
+    (source / "1" / "model.py").write_text("class TritonPythonModel: ...\n")
+    (source / "1" / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"bytecode")
+    assert _staged_files(tmp_path, source, SOURCE_FOLDER_EXCLUDE) == ["1/model.py", "config.pbtxt"]

@@ -235,6 +235,19 @@ def test_uncompressed_layout_is_a_folder_tree_with_normalised_modes(tmp_path: Pa
     assert sorted(p.name for p in out.iterdir()) == ["detector", "post_process"]
 
 
+def test_bytecode_changes_neither_the_key_nor_the_archive(tmp_path: Path, repository: Path) -> None:
+    """Running a Python model's model.py once writes __pycache__/ beside it (Python's default): neither the folder's
+    digest (its artifact key, model_build.key.tree_sha256) nor its archive may change, or a developer's local run
+    would give another key than the pipeline's and rebuild the model."""
+    model = repository / "post_process"
+    digest, archive = tree_sha256(model), write_model_archive(model, tmp_path / "before.tar.gz")
+    cache = model / "1" / "__pycache__"
+    cache.mkdir(parents=True)
+    (cache / "model.cpython-311.pyc").write_bytes(b"bytecode")
+    assert tree_sha256(model) == digest
+    assert write_model_archive(model, tmp_path / "after.tar.gz") == archive
+
+
 def test_gzip_header_has_no_mtime_and_no_name(tmp_path: Path, repository: Path) -> None:
     digest = write_model_archive(repository / "detector", tmp_path / "detector.tar.gz")
     data = (tmp_path / "detector.tar.gz").read_bytes()
