@@ -21,6 +21,34 @@ from dataclasses import dataclass
 from botocore.loaders import Loader
 from botocore.model import ServiceModel
 
+__all__ = [
+    "CANARY_PERCENT",
+    "ENDPOINT_NAME",
+    "INFERENCE_COMPONENT_NAME",
+    "LINEAR_STEP_PERCENT",
+    "MAXIMUM_EXECUTION_TIMEOUT_SECONDS",
+    "MAX_CONCURRENT_INVOCATIONS",
+    "MAX_ENDPOINT_NAME_LENGTH",
+    "MAX_INFERENCE_COMPONENT_NAME_LENGTH",
+    "MAX_VARIANT_NAME_LENGTH",
+    "MIN_CPU_CORES",
+    "MIN_MEMORY_MB",
+    "MODEL_DATA_DOWNLOAD_TIMEOUT_SECONDS",
+    "ROLLING_BATCH_PERCENT",
+    "SAMPLING_PERCENT",
+    "STARTUP_HEALTH_CHECK_TIMEOUT_SECONDS",
+    "TERMINATION_WAIT_SECONDS",
+    "VARIANT_NAME",
+    "VOLUME_SIZE_GB",
+    "WAIT_INTERVAL_SECONDS",
+    "ShapeLimits",
+    "limits",
+    "maximum",
+    "minimum",
+    "service_model",
+    "shape_limits",
+]
+
 
 @functools.cache
 def service_model(service: str) -> ServiceModel:

@@ -19,6 +19,8 @@ from serving_facts.content_address import (
 from serving_facts.matching import BuildPlan
 from serving_facts.settings import ModelSettings
 
+__all__ = ["EndpointArtifacts", "ModelArtifact"]
+
 
 @dataclass(frozen=True)
 class ModelArtifact:

@@ -20,6 +20,8 @@ from triton_cdk.grants import grant_statements
 from triton_cdk.guard import acknowledge_guard, restrict_grants_to_aws_services
 from triton_cdk.nag import acknowledge
 
+__all__ = ["ACCESS_LOG_TARGET_RULES", "ArtifactStore", "ImportedArtifactStore", "list_models_statement"]
+
 # S3 User Guide, "Enabling Amazon S3 server access logging": a target bucket's default encryption can
 # only be SSE-S3 ("SSE-KMS is not supported"), it can't have Object Lock, and it should not itself be logged.
 ACCESS_LOG_TARGET_RULES = {

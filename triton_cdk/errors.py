@@ -8,6 +8,8 @@ also a `ValueError`, as aws-cdk-lib's constructs raise from their constructors.
 
 from __future__ import annotations
 
+__all__ = ["InvalidPropsError", "TritonCdkError"]
+
 
 class TritonCdkError(Exception):
     """A refusal on the synth side: the message says what is wrong and what is allowed."""

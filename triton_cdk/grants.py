@@ -9,6 +9,8 @@ from aws_cdk import aws_iam as iam
 
 from triton_cdk.errors import InvalidPropsError
 
+__all__ = ["grant_statements"]
+
 
 def grant_statements(grantee: iam.IGrantable, statements: Sequence[iam.PolicyStatement]) -> iam.Grant:
     """Add `statements` to `grantee`'s identity policy, as one `iam.Grant` (what aws-cdk-lib's `grant_*` return).

@@ -19,6 +19,16 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import IConstruct
 
+__all__ = [
+    "GUARD_ACKNOWLEDGEMENT_NAMESPACE",
+    "GUARD_PLUGIN",
+    "MIN_LOG_RETENTION_DAYS",
+    "BuildStackFindings",
+    "acknowledge_guard",
+    "is_build_stack",
+    "restrict_grants_to_aws_services",
+]
+
 # The plugin that reports the Guard rules' findings (its name in the validation report), and the namespace of
 # their acknowledgements: the cdklabs plugin's own.
 GUARD_PLUGIN = "cdk-validator-cfnguard"

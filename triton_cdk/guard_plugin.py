@@ -23,6 +23,8 @@ from cdklabs.cdk_validator_cfnguard import CfnGuardValidator
 
 from triton_cdk.guard import GUARD_PLUGIN
 
+__all__ = ["GUARD_PACKAGE", "StrictGuardValidator"]
+
 GUARD_PACKAGE = "cdklabs-cdk-validator-cfnguard"
 
 

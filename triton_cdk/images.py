@@ -21,6 +21,8 @@ from constructs import Construct
 from triton_cdk.errors import InvalidPropsError, TritonCdkError
 from triton_cdk.grants import grant_statements
 
+__all__ = ["TritonImage", "TritonImageLookup", "known_triton_releases", "pull_image_statements", "triton_image"]
+
 _TABLE = "sagemaker/core/image_uri_config/sagemaker-tritonserver.json"
 
 

@@ -19,6 +19,15 @@ from constructs import IConstruct
 from triton_cdk.guard import BuildStackFindings, is_build_stack
 from triton_cdk.guard_plugin import StrictGuardValidator
 
+__all__ = [
+    "acknowledge",
+    "add_checks_to_stage",
+    "arn_pattern",
+    "enable_aws_solutions_checks",
+    "enable_checks",
+    "literal_or_placeholder",
+]
+
 
 def literal_or_placeholder(value: str, placeholder: str) -> str:
     """How cdk-nag writes a stack attribute in a finding: the literal value where the stack's env

@@ -33,6 +33,8 @@ from constructs import Construct
 from triton_cdk.guard import restrict_grants_to_aws_services
 from triton_cdk.nag import acknowledge
 
+__all__ = ["CLOUDWATCH", "EVENTS", "KEY_ACTIONS", "NotificationTopic", "alarm_arn", "rule_target"]
+
 CLOUDWATCH = "cloudwatch.amazonaws.com"
 EVENTS = "events.amazonaws.com"
 KEY_ACTIONS = ["kms:Decrypt", "kms:GenerateDataKey*"]

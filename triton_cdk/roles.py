@@ -10,6 +10,8 @@ from triton_cdk.artifacts import ArtifactStore
 from triton_cdk.images import TritonImageLookup
 from triton_cdk.nag import acknowledge, arn_pattern
 
+__all__ = ["ModelBuildRole", "SageMakerExecutionRole"]
+
 
 def _service_principal(service: str) -> iam.ServicePrincipal:
     # aws:SourceAccount stops another account's SageMaker/CodeBuild from using this role

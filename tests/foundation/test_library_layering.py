@@ -252,3 +252,21 @@ def test_the_shared_facts_load_no_cli_no_cdk_and_nothing_else_of_ours():
     result = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[]"
+
+
+def test_the_client_commands_invoke_and_local_load_no_cdk():
+    """docs/architecture.md, the `endpoint_client/` row: `python -m endpoint_client invoke` / `local` never import
+    aws_cdk (`smoke`: tests/pipeline/test_smoke_imports.py). The probe loads what those commands load: the CLI
+    module, its parser with every command registered (`build_parser`, which imports the commands registered
+    inside it), and what `run_local` imports when it runs; none of it loads the CDK, the constructs or the app."""
+    probe = (
+        "import sys, endpoint_client.cli as cli\n"
+        "cli.build_parser()\n"
+        "import endpoint_client.local_endpoint, endpoint_client.onnx_standin\n"
+        "print(sorted({n.split('.')[0] for n in sys.modules} & {'aws_cdk', 'jsii', 'constructs', 'cdk_nag', "
+        "'triton_cdk', 'stacks', 'stage_config'}))"
+    )
+    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    result = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[]"

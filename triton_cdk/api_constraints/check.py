@@ -18,6 +18,19 @@ from botocore.model import ListShape, MapShape, OperationModel, ServiceModel, Sh
 from triton_cdk.api_constraints.java_regex import full_match
 from triton_cdk.api_constraints.mapping import MAPPINGS, NotChecked, ResourceMapping, in_scope
 
+__all__ = [
+    "CheckResult",
+    "ConfigFieldHint",
+    "SkippedPattern",
+    "Violation",
+    "check_resource",
+    "check_template",
+    "check_template_file",
+    "is_intrinsic",
+    "service_model",
+    "stack_of",
+]
+
 # (stack, resource type, property path) -> the config field behind it, or None: supplied by the app.
 ConfigFieldHint = Callable[[str, str, str], str | None]
 

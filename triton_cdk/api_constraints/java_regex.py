@@ -10,6 +10,8 @@ import functools
 import re
 import unicodedata
 
+__all__ = ["compiled_pattern", "full_match"]
+
 _POSIX = {
     "Alnum": "A-Za-z0-9",
     "Alpha": "A-Za-z",

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+__all__ = ["MAPPINGS", "SERVICE_PREFIXES", "NotChecked", "Rename", "ResourceMapping", "To", "in_scope"]
+
 SERVICE_PREFIXES = ("SageMaker", "ApplicationAutoScaling", "CloudWatch", "CodeBuild", "SNS", "S3")
 
 

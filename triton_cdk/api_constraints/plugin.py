@@ -8,6 +8,8 @@ from botocore import __version__ as BOTOCORE_VERSION
 
 from triton_cdk.api_constraints.check import ConfigFieldHint, Violation, check_template_file
 
+__all__ = ["PLUGIN_NAME", "ApiConstraintsCheck"]
+
 PLUGIN_NAME = "TritonApiConstraints"
 
 

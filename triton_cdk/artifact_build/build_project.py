@@ -35,6 +35,16 @@ from triton_cdk.images import TritonImageLookup, pull_image_statements
 from triton_cdk.nag import acknowledge
 from triton_cdk.notifications import rule_target
 
+__all__ = [
+    "BUILDSPEC",
+    "CHECK_SOURCE_IDENTIFIER",
+    "FACTS_SOURCE_IDENTIFIER",
+    "FAILED_BUILD_STATES",
+    "RETENTION",
+    "ModelBuildProject",
+    "retention",
+]
+
 BUILDSPEC = "buildspec.yml"  # at the root of the model_build source asset
 # The secondary source holding endpoint_client (the build check). CodeBuild installs each secondary source in its own
 # directory, named by the built-in variable CODEBUILD_SRC_DIR_<sourceIdentifier> ("Multiple input sources and output

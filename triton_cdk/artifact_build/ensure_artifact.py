@@ -45,6 +45,18 @@ from triton_cdk.artifacts import list_models_statement
 from triton_cdk.errors import InvalidPropsError
 from triton_cdk.nag import acknowledge
 
+__all__ = [
+    "BUILD_END_STATES",
+    "HANDLER_DIR",
+    "MAX_WAIT",
+    "ON_EVENT_TIMEOUT",
+    "RESOURCE_TYPE",
+    "SERVICE_TIMEOUT",
+    "ArtifactResourceProps",
+    "EnsureArtifacts",
+    "PromotionSource",
+]
+
 RESOURCE_TYPE = "Custom::TritonModelArtifact"
 # The handler ships with the construct (package data; pyproject.toml): a folder, not a Python package.
 HANDLER_DIR = Path(__file__).resolve().parent / "handlers" / "ensure_artifact"

@@ -26,6 +26,16 @@ from typing import Literal
 
 from triton_cdk.errors import InvalidPropsError
 
+__all__ = [
+    "FLEET_GPU_REGIONS",
+    "GPU_BUILD_REGIONS",
+    "ON_DEMAND_GPU_REGIONS",
+    "Compute",
+    "gpu_build_region_problem",
+    "gpu_build_region_rule_description",
+    "gpu_build_regions",
+]
+
 Compute = Literal["BUILD_GENERAL1_SMALL", "BUILD_GENERAL1_LARGE", "fleet"]
 
 ON_DEMAND_GPU_REGIONS: tuple[str, ...] = (

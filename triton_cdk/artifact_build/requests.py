@@ -18,6 +18,19 @@ from serving_facts.matching import BuildPlan
 from serving_facts.settings import ModelSettings
 from triton_cdk.artifact_keys import EndpointArtifacts, ModelArtifact
 
+__all__ = [
+    "CPU_ENVIRONMENT",
+    "PYTHON_ENVIRONMENT",
+    "ArtifactRequest",
+    "artifact_requests",
+    "build_config_document",
+    "build_environment",
+    "effective_settings",
+    "environment_name",
+    "expected_tensorrt",
+    "packs_python_environment",
+]
+
 # Build environments: one CodeBuild project each (compute type and image differ).
 CPU_ENVIRONMENT = "Package"  # no GPU build: ONNX Runtime / Python backend models and ensembles are only packaged
 # Python models whose execution environment the build packs: in the serving image, whose python3 is the one

@@ -17,6 +17,8 @@ from constructs import Construct
 
 from triton_cdk.guard import restrict_grants_to_aws_services
 
+__all__ = ["PipelineLogs"]
+
 
 class PipelineLogs(Construct):
     """`options`: the logging every pipeline project gets (CDK Pipelines' `code_build_defaults`)."""

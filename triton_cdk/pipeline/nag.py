@@ -16,6 +16,8 @@ from constructs import IConstruct
 from triton_cdk.guard import acknowledge_guard
 from triton_cdk.nag import acknowledge, literal_or_placeholder
 
+__all__ = ["ARTIFACT_ACTIONS", "PIPELINE_BUCKET_GUARD_RULES", "acknowledge_pipeline_findings"]
+
 # AWS's Guard rules on CodePipeline's own buckets (the artifact bucket, cross-region replication buckets).
 PIPELINE_BUCKET_GUARD_RULES = {
     "s3_bucket_logging_enabled_check": "Transient pipeline artifacts, reached only by the pipeline's roles; "

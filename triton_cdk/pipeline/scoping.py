@@ -21,6 +21,14 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import pipelines
 from constructs import IConstruct
 
+__all__ = [
+    "ASSET_PROJECT_ACTIONS",
+    "BOOTSTRAP_BUCKETS",
+    "SELF_MUTATION_READS",
+    "override_statements",
+    "scope_pipeline_wildcards",
+]
+
 ASSET_PROJECT_ACTIONS = {"codebuild:BatchGetBuilds", "codebuild:StartBuild", "codebuild:StopBuild"}
 SELF_MUTATION_READS = {"cloudformation:DescribeStacks", "s3:ListBucket"}
 BOOTSTRAP_BUCKETS = "cdk-*-assets-*"

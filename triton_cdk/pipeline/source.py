@@ -17,6 +17,8 @@ from constructs import IConstruct
 
 from triton_cdk.errors import InvalidPropsError
 
+__all__ = ["LEGACY_PREFIX", "PREFIXES", "connection_prefix", "match_connection_prefix", "use_connection_action"]
+
 LEGACY_PREFIX = "codestar-connections"
 PREFIXES = (LEGACY_PREFIX, "codeconnections")
 

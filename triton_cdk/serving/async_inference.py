@@ -46,6 +46,23 @@ from triton_cdk.serving.autoscaling import SCALABLE_DIMENSION, SERVICE_LINKED_RO
 from triton_cdk.serving.endpoint import TritonEndpoint
 from triton_cdk.serving.metrics import INVOCATION_NAMESPACE, sagemaker_metric
 
+__all__ = [
+    "BACKLOG_METRIC",
+    "DEFAULT_BACKLOG_PER_INSTANCE",
+    "DEFAULT_MAX_BACKLOG_AGE_SECONDS",
+    "DEFAULT_OUTPUT_EXPIRATION_DAYS",
+    "FAILURE_METRICS",
+    "WAKE_METRIC",
+    "AsyncAlarmThresholds",
+    "AsyncInference",
+    "AsyncOutput",
+    "AsyncScalingSettings",
+    "TritonAsyncMonitoring",
+    "TritonAsyncScaling",
+    "alarm_kinds",
+    "endpoint_metric",
+]
+
 BACKLOG_METRIC = "ApproximateBacklogSizePerInstance"
 WAKE_METRIC = "HasBacklogWithoutCapacity"
 # Failure metrics of an asynchronous variant (Sum), by the alarm kind that watches each.

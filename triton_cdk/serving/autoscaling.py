@@ -32,6 +32,8 @@ from serving_facts.catalogue import INSTANCE_TYPES
 from triton_cdk.errors import InvalidPropsError
 from triton_cdk.serving.endpoint import TritonEndpoint
 
+__all__ = ["SCALABLE_DIMENSION", "SERVICE_LINKED_ROLE", "ScalingSettings", "ScheduledCapacity", "TritonEndpointScaling"]
+
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 # Application Auto Scaling's service-linked role for SageMaker variants (it creates the role on
 # first use); without it aws-cdk-lib would create an extra, unused role per target.

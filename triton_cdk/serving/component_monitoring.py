@@ -26,6 +26,8 @@ from triton_cdk.serving.monitoring import (
     new_alarm,
 )
 
+__all__ = ["ALARM_KINDS", "TritonComponentMonitoring"]
+
 ALARM_KINDS = ("latency", "errors_5xx", "errors_4xx", "cpu", "memory", "gpu_memory")
 
 

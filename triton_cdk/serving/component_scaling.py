@@ -29,6 +29,8 @@ from triton_cdk.errors import InvalidPropsError
 from triton_cdk.serving.autoscaling import SERVICE_LINKED_ROLE
 from triton_cdk.serving.inference_components import TritonInferenceComponent
 
+__all__ = ["SCALABLE_DIMENSION", "WAKE_COOLDOWN", "WAKE_PERIOD", "CopyScaling", "TritonComponentScaling"]
+
 SCALABLE_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
 WAKE_PERIOD = cdk.Duration.minutes(1)
 WAKE_COOLDOWN = cdk.Duration.seconds(60)

@@ -26,6 +26,18 @@ from dataclasses import dataclass
 from serving_facts.catalogue import InstanceType
 from triton_cdk.api_limits import MIN_CPU_CORES, MIN_MEMORY_MB  # botocore sagemaker NumberOfCpuCores, MemoryInMb
 
+__all__ = [
+    "DEFAULT_MIN_MEMORY_MB",
+    "ComputeRequirements",
+    "default_requirements",
+    "fit_problems",
+    "memory_mb",
+    "placement_problem",
+    "resolve",
+    "sharing",
+    "update_headroom_problem",
+]
+
 DEFAULT_MIN_MEMORY_MB = 1024
 
 

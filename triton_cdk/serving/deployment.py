@@ -20,6 +20,14 @@ from triton_cdk.api_limits import (
     WAIT_INTERVAL_SECONDS,
 )
 
+__all__ = [
+    "DEFAULT_BAKE_SECONDS",
+    "DEFAULT_MAXIMUM_EXECUTION_TIMEOUT_SECONDS",
+    "DeploymentPolicy",
+    "TrafficRouting",
+    "TrafficType",
+]
+
 TrafficType = Literal["ALL_AT_ONCE", "CANARY", "LINEAR"]
 
 # MaximumExecutionTimeoutInSeconds of a deployment when none is given (blue/green, rolling, component updates).

@@ -40,6 +40,20 @@ if TYPE_CHECKING:
     from triton_cdk.serving.async_inference import AsyncOutput  # async_inference.py builds on this module
     from triton_cdk.serving.shadow import ShadowVariant
 
+__all__ = [
+    "DEFAULT_VARIANT_NAME",
+    "INSTANCE_NAMESPACE",
+    "INVOKE_ACTIONS",
+    "METRIC_PUBLISH_FREQUENCIES",
+    "DataCapture",
+    "ImportedTritonEndpoint",
+    "MetricsPublishing",
+    "ProductionVariant",
+    "TritonEndpoint",
+    "endpoint_problems",
+    "seconds_to_alarm",
+]
+
 INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"
 # What `grant_invoke` allows: InvokeEndpoint, as aws-cdk-lib's (sagemaker-alpha) Endpoint.grantInvoke. Triton's
 # requests get one response; neither the client nor the pipeline's smoke test streams one

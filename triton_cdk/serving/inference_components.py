@@ -48,6 +48,17 @@ from triton_cdk.serving.endpoint import (
 from triton_cdk.serving.metrics import INVOCATION_NAMESPACE, SageMakerInvocationMetrics, sagemaker_metric
 from triton_cdk.serving.triton_model import TritonModel
 
+__all__ = [
+    "COMPONENT_NAMESPACE",
+    "ROUTING_STRATEGIES",
+    "STARTUP_SECONDS",
+    "ComponentRollingUpdate",
+    "ComponentVariant",
+    "ImportedTritonInferenceComponent",
+    "TritonComponentEndpoint",
+    "TritonInferenceComponent",
+]
+
 COMPONENT_NAMESPACE = "/aws/sagemaker/InferenceComponents"
 ROUTING_STRATEGIES = ("LEAST_OUTSTANDING_REQUESTS", "RANDOM")
 STARTUP_SECONDS = (60, 3600)

@@ -23,6 +23,8 @@ from constructs import Construct
 
 from triton_cdk.guard import acknowledge_guard
 
+__all__ = ["HANDLER_DIR", "RESOURCE_TYPE", "InstanceTypeGuard"]
+
 RESOURCE_TYPE = "Custom::TritonInstanceTypeGuard"
 # The handler ships with the construct (package data; pyproject.toml): a folder, not a Python package.
 HANDLER_DIR = Path(__file__).resolve().parent / "handlers" / "instance_type_guard"

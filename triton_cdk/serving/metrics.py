@@ -11,6 +11,8 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 
+__all__ = ["INVOCATION_NAMESPACE", "SageMakerInvocationMetrics", "sagemaker_metric"]
+
 INVOCATION_NAMESPACE = "AWS/SageMaker"
 
 

@@ -20,6 +20,8 @@ from aws_cdk import aws_sagemaker as sagemaker
 
 from triton_cdk.errors import InvalidPropsError
 
+__all__ = ["Mode", "TritonModelData"]
+
 Mode = Literal["SingleModel", "MultiModel"]
 
 

@@ -37,6 +37,20 @@ from triton_cdk.errors import InvalidPropsError
 from triton_cdk.serving.endpoint import TritonEndpoint
 from triton_cdk.serving.metrics import SageMakerInvocationMetrics
 
+__all__ = [
+    "ASYNC_ERRORS_4XX",
+    "GT",
+    "GTE",
+    "LT",
+    "MICROSECONDS_PER_MS",
+    "AlarmThresholds",
+    "TritonEndpointMonitoring",
+    "VariantHardware",
+    "invocation_alarm_specs",
+    "new_alarm",
+    "variant_hardware",
+]
+
 MICROSECONDS_PER_MS = 1000
 GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
 GTE = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD

@@ -18,6 +18,8 @@ from serving_facts.catalogue import InstanceType, instance_type
 from serving_facts.errors import ServingFactError
 from triton_cdk.errors import InvalidPropsError
 
+__all__ = ["Problems", "catalogue_entries", "hardware_kind_problems", "with_host_ami"]
+
 V = TypeVar("V")
 
 

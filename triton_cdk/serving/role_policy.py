@@ -5,6 +5,8 @@ from __future__ import annotations
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+__all__ = ["RolePolicy"]
+
 
 class RolePolicy(iam.PrincipalBase):
     """An `iam.IGrantable` standing for `role`: every statement granted to it lands in one `iam.Policy` with the

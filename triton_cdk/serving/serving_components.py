@@ -46,6 +46,8 @@ from triton_cdk.serving.role_policy import RolePolicy
 from triton_cdk.serving.serving_endpoint import ROLE_ADDITIONS_ID, ServingContainer
 from triton_cdk.serving.triton_model import TritonModel
 
+__all__ = ["ServedComponent", "TritonServingComponents"]
+
 
 @dataclass(frozen=True)
 class ServedComponent:

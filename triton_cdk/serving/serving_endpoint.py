@@ -69,6 +69,16 @@ from triton_cdk.serving.role_policy import RolePolicy
 from triton_cdk.serving.shadow import ShadowComparison, ShadowVariant
 from triton_cdk.serving.triton_model import ModelVpc, TritonModel
 
+__all__ = [
+    "ROLE_ADDITIONS_ID",
+    "AsyncParts",
+    "AsyncServing",
+    "ServingContainer",
+    "ShadowModel",
+    "TritonServingEndpoint",
+    "hardware",
+]
+
 ROLE_ADDITIONS_ID = "ExecutionRoleAdditions"
 
 

@@ -37,6 +37,16 @@ from triton_cdk.serving.endpoint import ProductionVariant
 from triton_cdk.serving.metrics import sagemaker_metric
 from triton_cdk.serving.triton_model import TritonModel
 
+__all__ = [
+    "DEFAULT_SHADOW_VARIANT_NAME",
+    "MAX_PRODUCTION_VARIANTS_WITH_SHADOW",
+    "MAX_SHADOW_VARIANTS",
+    "SAMPLING_PERCENT",
+    "ShadowComparison",
+    "ShadowVariant",
+    "shadow_weight",
+]
+
 # "Create a shadow test": at most one shadow variant per endpoint, and then at most one production variant.
 MAX_SHADOW_VARIANTS = 1
 MAX_PRODUCTION_VARIANTS_WITH_SHADOW = 1

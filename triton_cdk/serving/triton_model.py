@@ -15,6 +15,8 @@ from triton_cdk.errors import InvalidPropsError
 from triton_cdk.serving.environment import DEFAULT_MODEL_NAME
 from triton_cdk.serving.model_data import TritonModelData
 
+__all__ = ["ModelVpc", "TritonModel"]
+
 
 @dataclass(frozen=True)
 class ModelVpc:
