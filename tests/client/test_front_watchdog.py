@@ -16,8 +16,10 @@ def test_deadlines_fire_in_order_cancelled_ones_never_and_on_one_thread() -> Non
     fired: list[str] = []
     done = threading.Event()
     before = threading.active_count()
-    late = watchdog.after(0.3, lambda: (fired.append("late"), done.set()))
-    cancelled = [watchdog.after(0.1, lambda: fired.append("cancelled")) for _ in range(200)]
+    # The cancelled deadlines fall before the late one, a second after they are set: they are cancelled well before
+    # they are due even on a loaded machine, and would have fired by the time the late one does.
+    late = watchdog.after(1.5, lambda: (fired.append("late"), done.set()))
+    cancelled = [watchdog.after(1.0, lambda: fired.append("cancelled")) for _ in range(200)]
     watchdog.after(0.05, lambda: fired.append("early"))
     for deadline in cancelled:
         deadline.cancel()
