@@ -1,7 +1,8 @@
 """The construct library's public API is explicit (issue #23 item 1; docs/architecture.md, the `triton_cdk/` row):
 every module of `triton_cdk` (its Lambda handlers aside) lists its public names in `__all__`, every public class and
-function it defines is listed there (or is named with a leading `_`), and the app (`stacks/`, `app.py`) imports from
-the library nothing but those names. Read with `ast`: nothing is imported, except by the probe of the last test."""
+function it defines is listed there (or is named with a leading `_`), a package's `__all__` also names each of its
+modules, and the app (`stacks/`, `stage_config/`, `app.py`) imports from the library nothing but those names.
+Read with `ast`: nothing is imported, except by the probe of the last test."""
 
 from __future__ import annotations
 
@@ -85,9 +86,11 @@ def _defined_public(path: Path) -> set[str]:
 
 def _app_imports() -> dict[tuple[str, str], set[str]]:
     """(library module, name) -> the app's files that import that name from that module (`from M import N`, also
-    inside functions); `import triton_cdk.x` records the name None. Source: stacks/**/*.py and app.py."""
+    inside functions); `import triton_cdk.x` records the name "". Source: the app's stacks/, its config schema
+    stage_config/ and app.py."""
     found: dict[tuple[str, str], set[str]] = {}
-    for path in [*sorted((PROJECT_ROOT / "stacks").rglob("*.py")), PROJECT_ROOT / "app.py"]:
+    app_files = [p for folder in ("stacks", "stage_config") for p in sorted((PROJECT_ROOT / folder).rglob("*.py"))]
+    for path in [*app_files, PROJECT_ROOT / "app.py"]:
         for node in ast.walk(_tree(path)):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 pairs = [(node.module, alias.name) for alias in node.names]
@@ -109,16 +112,18 @@ def test_the_modules_and_the_app_imports_are_found_not_written():
         LIBRARY_FILES
     )
     assert not [name for name in LIBRARY_FILES if "handlers" in name.split(".")]
-    assert {("triton_cdk.serving", "TritonEndpoint"), ("triton_cdk.roles", "SageMakerExecutionRole")} <= set(
-        APP_IMPORTS
-    )
+    assert {
+        ("triton_cdk.serving", "TritonEndpoint"),
+        ("triton_cdk.roles", "SageMakerExecutionRole"),
+        ("triton_cdk.serving", "component_sizing"),  # stage_config/endpoint.py
+    } <= set(APP_IMPORTS)
 
 
 @pytest.mark.parametrize("module", sorted(LIBRARY_FILES))
 def test_every_library_module_states_its_public_api(module):
     """`__all__` is there, names only public names (no leading `_`), each once, each bound by the module (or, in a
     package, one of its modules), and lists every public class and function the module defines: a new one is
-    exported, or named with a leading `_` if it is internal."""
+    exported, or named with a leading `_` if it is internal. A package's `__all__` names each of its modules."""
     path = LIBRARY_FILES[module]
     exported = _declared_all(path)
     assert exported is not None, f"{path.relative_to(PROJECT_ROOT)} has no __all__"
@@ -126,15 +131,15 @@ def test_every_library_module_states_its_public_api(module):
     assert len(exported) == len(set(exported)), "__all__ lists a name twice"
     missing = set(exported) - _bound_names(_tree(path).body) - _submodules(module)
     assert missing == set(), f"{path.relative_to(PROJECT_ROOT)}: __all__ names what the module does not bind"
-    unlisted = _defined_public(path) - set(exported)
+    unlisted = (_defined_public(path) | _submodules(module)) - set(exported)
     assert unlisted == set(), (
         f"{path.relative_to(PROJECT_ROOT)}: add these to __all__, or prefix them with _ if they are internal"
     )
 
 
 def test_the_app_imports_only_the_library_public_api():
-    """What stacks/ and app.py take from triton_cdk is in the `__all__` of the module they take it from: the app
-    composes the library as a CDK user would."""
+    """What stacks/, stage_config/ and app.py take from triton_cdk is in the `__all__` of the module they take it
+    from: the app composes the library as a CDK user would."""
     problems = []
     for (module, name), files in sorted(APP_IMPORTS.items()):
         where = ", ".join(sorted(files))

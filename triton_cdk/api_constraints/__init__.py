@@ -38,6 +38,7 @@ from triton_cdk.api_constraints.check import (
 from triton_cdk.api_constraints.mapping import MAPPINGS, SERVICE_PREFIXES, NotChecked, ResourceMapping, To, in_scope
 from triton_cdk.api_constraints.plugin import PLUGIN_NAME, ApiConstraintsCheck
 
+# What the package re-exports, then its modules (each lists its own public names in its `__all__`).
 __all__ = [
     "MAPPINGS",
     "PLUGIN_NAME",
@@ -49,10 +50,14 @@ __all__ = [
     "SkippedPattern",
     "To",
     "Violation",
+    "check",
     "check_resource",
     "check_template",
     "check_template_file",
     "in_scope",
     "is_intrinsic",
+    "java_regex",
+    "mapping",
+    "plugin",
     "service_model",
 ]

@@ -23,6 +23,7 @@ from triton_cdk.serving.serving_endpoint import AsyncServing, ServingContainer, 
 from triton_cdk.serving.shadow import ShadowComparison, ShadowVariant
 from triton_cdk.serving.triton_model import TritonModel
 
+# What the package re-exports, then its modules (each lists its own public names in its `__all__`).
 __all__ = [
     "AlarmThresholds",
     "AsyncServing",
@@ -48,4 +49,23 @@ __all__ = [
     "TritonModelData",
     "TritonServingComponents",
     "TritonServingEndpoint",
+    "async_inference",
+    "autoscaling",
+    "component_monitoring",
+    "component_scaling",
+    "component_sizing",
+    "deployment",
+    "endpoint",
+    "environment",
+    "inference_components",
+    "instance_type_guard",
+    "metrics",
+    "model_data",
+    "monitoring",
+    "pattern_props",
+    "role_policy",
+    "serving_components",
+    "serving_endpoint",
+    "shadow",
+    "triton_model",
 ]
