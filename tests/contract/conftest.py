@@ -15,6 +15,7 @@ import importlib.util
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -119,20 +120,37 @@ def shipped_assemblies(tmp_path_factory: pytest.TempPathFactory, pytestconfig: p
     return {label: assemblies[label] for label in labels}
 
 
-def _synthesize_recording_guard(synthesize: Callable[[], Synthesized], reference_file: Path) -> Path:
-    """Synthesizes one configuration, writing to `reference_file` what the plain cdklabs Guard plugin found while
-    the app's wrapper (triton_cdk/guard_plugin.py) ran it: (rule, template, logical id) of every violation, before
-    the wrapper and aws-cdk-lib touch the report. tests/contract/test_guard_rules.py compares it with the app's
-    report, so the plugin's findings are not computed twice. Nothing is written when the synth was already cached
-    in this process (the plugin did not run): the test then runs the plugin itself."""
+@dataclass(frozen=True)
+class GuardRecording:
+    """What the plain cdklabs Guard plugin did during one configuration's synth (`_synthesize_recording_guard`)."""
+
+    findings: set[tuple[str, str, str]]  # (rule, template path, logical id) of every violation it returned
+    templates: set[str]  # the template paths it was given
+    props: list[dict]  # the props of every CfnGuardValidator created: the reference is the default, {}
+
+
+def _synthesize_recording_guard(synthesize: Callable[[], Synthesized], recording_file: Path) -> Path:
+    """Synthesizes one configuration, writing to `recording_file` what the plain cdklabs Guard plugin did while the
+    app's wrapper (triton_cdk/guard_plugin.py) ran it: the props it was created with, the templates it was given and
+    (rule, template, logical id) of every violation it returned, before the wrapper and aws-cdk-lib touch the
+    report. tests/contract/test_guard_rules.py compares that with the app's report, so the plugin's findings are
+    not computed twice. Nothing is written when the synth was already cached in this process (the plugin did not
+    run): the test then runs the plugin itself."""
     findings: set[tuple[str, str, str]] = set()
+    templates: set[str] = set()
+    props: list[dict] = []
     calls = 0
-    plain_validate = CfnGuardValidator.validate
+    plain_init, plain_validate = CfnGuardValidator.__init__, CfnGuardValidator.validate
+
+    def recording_init(plugin: CfnGuardValidator, **given) -> None:
+        props.append({name: repr(value) for name, value in given.items() if value is not None})
+        plain_init(plugin, **given)
 
     def recording_validate(plugin: CfnGuardValidator, context):
         nonlocal calls
         report = plain_validate(plugin, context)
         calls += 1
+        templates.update(str(Path(path).resolve()) for path in context.template_paths)
         findings.update(
             (v.rule_name, str(Path(r.template_path).resolve()), r.resource_logical_id)
             for v in report.violations
@@ -141,23 +159,31 @@ def _synthesize_recording_guard(synthesize: Callable[[], Synthesized], reference
         return report
 
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(CfnGuardValidator, "__init__", recording_init)
         patch.setattr(CfnGuardValidator, "validate", recording_validate)
         outdir = synthesize().outdir
     if calls:
-        reference_file.write_text(json.dumps(sorted(findings)))
+        recording = {"findings": sorted(findings), "templates": sorted(templates), "props": props}
+        recording_file.write_text(json.dumps(recording))
     return outdir
 
 
 @pytest.fixture(scope="session")
 def guard_reference(
     shipped_assemblies: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
-) -> dict[str, set[tuple[str, str, str]] | None]:
-    """{label: the plain Guard plugin's findings during that configuration's synth, or None where not recorded}."""
+) -> dict[str, GuardRecording | None]:
+    """{label: what the plain Guard plugin did during that configuration's synth, or None where not recorded}."""
     shared = _shared_folder(tmp_path_factory, pytestconfig)
-    recorded: dict[str, set | None] = {}
+    recorded: dict[str, GuardRecording | None] = {}
     for label in shipped_assemblies:
         file = shared / f"{_slug(label)}.guard-reference.json"
-        recorded[label] = {tuple(finding) for finding in json.loads(file.read_text())} if file.is_file() else None
+        if not file.is_file():
+            recorded[label] = None
+            continue
+        recording = json.loads(file.read_text())
+        recorded[label] = GuardRecording(
+            {tuple(finding) for finding in recording["findings"]}, set(recording["templates"]), recording["props"]
+        )
     return recorded
 
 

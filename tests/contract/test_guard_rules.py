@@ -104,15 +104,20 @@ def _app_findings(folder: Path, report: dict) -> set[tuple[str, str, str]]:
 
 def test_the_app_finds_what_the_cdklabs_plugin_finds(shipped_assemblies, guard_reference) -> None:
     """Every shipped app: the Guard findings in its report (acknowledged or not) are exactly those of the plain
-    cdklabs plugin over the same templates: the wrapper changes severities, never what is found. The plain plugin's
-    findings are those it returned to the wrapper during the shared synth (tests/contract/conftest.py records them);
-    where that synth came from an earlier cache, the plugin runs here over the configuration's templates."""
+    cdklabs plugin, registered as its README shows (no props), over every template of the configuration: the
+    wrapper changes severities, never what is found. The plain plugin's findings are those it returned to the
+    wrapper during the shared synth (tests/contract/conftest.py records them with the props it was created with and
+    the templates it was given); where that synth came from an earlier cache, the plugin runs here."""
     reference: set[tuple[str, str, str]] = set()
     for label, folder in shipped_assemblies.items():
-        recorded = guard_reference[label]
-        if recorded is None:
-            recorded = _reference_findings([str(t.path.resolve()) for t in read_assembly_templates(label, folder)])
-        reference |= recorded
+        templates = {str(t.path.resolve()) for t in read_assembly_templates(label, folder)}
+        recording = guard_reference[label]
+        if recording is None:
+            reference |= _reference_findings(sorted(templates))
+            continue
+        assert recording.props and all(props == {} for props in recording.props), (label, recording.props)
+        assert recording.templates == templates, label
+        reference |= recording.findings
     found = set().union(*(_app_findings(f, r) for f, r in _reports(shipped_assemblies).values()))
     assert reference, "the reference found nothing: the comparison would prove nothing"
     assert found == reference
@@ -121,14 +126,10 @@ def test_the_app_finds_what_the_cdklabs_plugin_finds(shipped_assemblies, guard_r
 def test_the_recorded_reference_is_what_the_plain_plugin_finds(shipped_assemblies, guard_reference) -> None:
     """The recording is the plugin's own answer: for the smallest recorded configuration with findings, running the
     plain plugin again over its templates finds the same."""
-    templates = {
-        label: [str(t.path.resolve()) for t in read_assembly_templates(label, shipped_assemblies[label])]
-        for label, recorded in guard_reference.items()
-        if recorded
-    }
-    assert templates, "no synth recorded the plugin's findings"
-    label = min(templates, key=lambda label: len(templates[label]))
-    assert _reference_findings(templates[label]) == guard_reference[label]
+    recorded = {label: recording for label, recording in guard_reference.items() if recording and recording.findings}
+    assert recorded, "no synth recorded the plugin's findings"
+    label = min(recorded, key=lambda label: len(recorded[label].templates))
+    assert _reference_findings(sorted(recorded[label].templates)) == recorded[label].findings
 
 
 def _bucket_app(outdir: Path, **context) -> tuple[cdk.App, cdk.Stack]:
