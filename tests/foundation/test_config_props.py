@@ -4,6 +4,7 @@ is accounted for."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 
 import botocore.session
@@ -19,8 +20,10 @@ from stage_config.endpoint import (
     AutoscalingSettings,
     CopyScalingSettings,
     DeploymentSettings,
+    EndpointSettings,
     MetricsSettings,
 )
+from stage_config.loader import PROJECT_ROOT
 from stage_config.props import PROPS_MAPS, PropsMap, unmapped
 from stage_config.shadow import ShadowSettings
 from triton_cdk.serving.endpoint import ProductionVariant
@@ -115,3 +118,17 @@ def test_every_cooldown_field_takes_the_one_bound():
     for model, name in fields:
         bounds = {type(c).__name__: c for c in model.model_fields[name].metadata}
         assert (bounds["Ge"].ge, bounds["Le"].le) == COOLDOWN_SECONDS, f"{model.__name__}.{name}"
+
+
+def test_every_endpoint_field_is_read_by_the_app() -> None:
+    """EndpointSettings has no PropsMap: stacks/ passes its fields to the constructs by hand (docs/architecture.md,
+    "A new config field"). A field no module of stacks/ names would be accepted and never deployed; each must appear
+    there as an attribute (`endpoint.<field>`) or a string (a `computed` entry, a getattr)."""
+    named: set[str] = set()
+    for module in (PROJECT_ROOT / "stacks").glob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.Attribute):
+                named.add(node.attr)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                named.add(node.value)
+    assert set(EndpointSettings.model_fields) - named == set()
