@@ -62,15 +62,26 @@ SLOW_FILES_FIRST = (
 )
 
 
+def _usable_cores() -> int:
+    """Cores this process may use: its CPU affinity, capped by a cgroup v2 CPU quota (a container limited with
+    `--cpus` still sees every core of its host in its affinity)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # not macOS
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+    except (OSError, ValueError):
+        return cores
+    return min(cores, max(1, -(-int(quota) // int(period)))) if quota.isdigit() and period.isdigit() else cores
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """`-n auto` (the Makefile's default): one worker per usable core, plus one. About a fifth of the time a worker
     waits on a process (Triton starting and stopping, a Python backend's stub) with its core idle; the extra worker
-    fills it (bench/README.md, make test: on 2 cores 3 workers took ~6 min where 2 took ~7). The
-    PYTEST_XDIST_AUTO_NUM_WORKERS variable still decides where it is set (pytest-xdist's own hook reads it)."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+    fills it (bench/README.md, make test: on 2 cores, 3 workers took about 6 minutes where 2 took about 7, and 4
+    were slower again). PYTEST_XDIST_AUTO_NUM_WORKERS still decides where it is set, and `-n logical` is
+    pytest-xdist's own."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or config.option.numprocesses != "auto":
         return None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # not on macOS
-    return cores + 1
+    return _usable_cores() + 1
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
