@@ -133,6 +133,14 @@ def test_the_config_schema_never_imports_the_stacks():
     assert {path: modules for path, modules in offenders.items() if modules} == {}
 
 
+def _probe(code: str) -> str:
+    """What `code` prints, run in a fresh interpreter from the project root (nothing imported yet)."""
+    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout.strip()
+
+
 def test_every_command_error_is_a_tool_error():
     """One hierarchy: `run_cli` prints a ToolError, or a shared fact's ServingFactError, as one line (no traceback);
     model_build's value-style errors are ModelBuildErrors, the facts' errors ServingFactErrors (also ValueErrors),
@@ -150,10 +158,7 @@ def test_every_command_error_is_a_tool_error():
         "issubclass(f.ServingFactError, ValueError), issubclass(client, m.ToolError), "
         "issubclass(client, m.ModelBuildError))"
     )
-    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
-    result = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True, env=env)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip() == "[] [] True True False"
+    assert _probe(probe) == "[] [] True True False"
 
 
 def _ours_imported_by(folder: str) -> dict[str, set[str]]:
@@ -232,10 +237,7 @@ def test_importing_model_build_loads_no_cdk():
         "print(sorted({n.split('.')[0] for n in sys.modules} & {'aws_cdk', 'jsii', 'stacks', 'stage_config', "
         "'triton_cdk', 'endpoint_client'}))"
     )
-    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
-    result = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True, env=env)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip() == "[]"
+    assert _probe(probe) == "[]"
 
 
 def test_the_shared_facts_load_no_cli_no_cdk_and_nothing_else_of_ours():
@@ -248,10 +250,7 @@ def test_the_shared_facts_load_no_cli_no_cdk_and_nothing_else_of_ours():
         "print(sorted({n.split('.')[0] for n in sys.modules} & {'aws_cdk', 'jsii', 'constructs', 'model_build', "
         "'triton_cdk', 'stacks', 'stage_config', 'endpoint_client'}))"
     )
-    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
-    result = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True, env=env)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip() == "[]"
+    assert _probe(probe) == "[]"
 
 
 def test_the_client_commands_invoke_and_local_load_no_cdk():
@@ -266,7 +265,4 @@ def test_the_client_commands_invoke_and_local_load_no_cdk():
         "print(sorted({n.split('.')[0] for n in sys.modules} & {'aws_cdk', 'jsii', 'constructs', 'cdk_nag', "
         "'triton_cdk', 'stacks', 'stage_config'}))"
     )
-    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
-    result = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True, env=env)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip() == "[]"
+    assert _probe(probe) == "[]"
