@@ -1,6 +1,6 @@
 """EnsureArtifacts: one `Custom::TritonModelArtifact` per artifact key, behind one Provider.
 
-The handler (`index.py` in the folder the `handler_dir` prop names: the app ships lambda/ensure_artifact/;
+The handler (`index.py` in the folder the `handler_dir` prop names, by default `HANDLER_DIR`, handlers/ensure_artifact/;
 standard library + boto3, so the asset needs no bundling) returns at once when the key exists, otherwise
 starts the CodeBuild build (BUILD mode) or copies the object from the source stage's bucket (PROMOTE mode).
 
