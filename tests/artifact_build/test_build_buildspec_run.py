@@ -174,7 +174,12 @@ def archive_members(s3, bucket: str) -> dict[str, bytes]:
         return {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
 
 
-def test_a_gpu_build_uploads_the_unpacked_layout_then_the_archive(run_buildspec, s3):
+def test_a_gpu_build_checks_then_uploads_the_unpacked_layout_the_archive_and_the_report(run_buildspec, s3):
+    """One TensorRT build with an unpacked layout, judged twice: what it uploads in which order, and the build
+    report. docs/build.md "Build report": the check runs on the built repository with the serving image's
+    tritonserver ($TRITONSERVER; Triton's build.py puts the server in /opt/tritonserver/bin), its report.json
+    outside the repository (never in the archive), and the report goes beside the archive after the archive's
+    upload."""
     result = run_buildspec(UNCOMPRESSED_PREFIX=UNPACKED)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert keys(s3, run_buildspec.bucket) == sorted(
@@ -193,6 +198,26 @@ def test_a_gpu_build_uploads_the_unpacked_layout_then_the_archive(run_buildspec,
         f"s3://{run_buildspec.bucket}/{UNPACKED}tiny/config.pbtxt",
         f"s3://{run_buildspec.bucket}/{KEY}",
     ]
+
+    # The check and the report.
+    args = json.loads(run_buildspec.check_log.read_text())
+    given = dict(zip(args[::2], args[1::2], strict=True))
+    work = Path(given["--repository"]).parent
+    assert given.pop("--tritonserver") == str(run_buildspec.tritonserver)
+    assert given == {
+        "--config": str(work / "config.yaml"),
+        "--model": "tiny",
+        "--repository": str(work / "repo"),
+        "--onnx": str(work / "source" / "model.onnx"),
+        "--out": str(work / "report.json"),
+        "--artifact-key": KEY,
+    }
+    assert "tiny/report.json" not in archive_members(s3, run_buildspec.bucket)
+    # The archive, then its report (model_build upload prints "s3://...: uploaded").
+    assert uploads_of(result)[-2:] == [f"s3://{run_buildspec.bucket}/{KEY}", f"s3://{run_buildspec.bucket}/{REPORT}:"]
+    report = json.loads(s3.get_object(Bucket=run_buildspec.bucket, Key=REPORT)["Body"].read())
+    assert (report["model"], report["artifact_key"]) == ("tiny", KEY)
+    assert result.stdout.index(f"s3://{run_buildspec.bucket}/{KEY}") < result.stdout.index(REPORT)
 
 
 def test_a_build_on_the_wrong_gpu_fails_and_writes_nothing(run_buildspec, s3):
@@ -444,32 +469,6 @@ def test_a_composing_archive_holding_another_folder_is_refused(run_buildspec, s3
 
 def uploads_of(result: subprocess.CompletedProcess) -> list[str]:
     return [line.split()[0] for line in result.stdout.splitlines() if line.startswith("s3://")]
-
-
-def test_a_tensorrt_build_runs_the_check_then_uploads_then_publishes_the_report(run_buildspec, s3):
-    """docs/build.md "Build report": the check runs on the built repository with the serving image's tritonserver
-    ($TRITONSERVER; Triton's build.py puts the server in /opt/tritonserver/bin), its report.json outside the
-    repository (never in the archive), and the report goes beside the archive after the archive's upload."""
-    result = run_buildspec(UNCOMPRESSED_PREFIX=UNPACKED)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    args = json.loads(run_buildspec.check_log.read_text())
-    given = dict(zip(args[::2], args[1::2], strict=True))
-    work = Path(given["--repository"]).parent
-    assert given.pop("--tritonserver") == str(run_buildspec.tritonserver)
-    assert given == {
-        "--config": str(work / "config.yaml"),
-        "--model": "tiny",
-        "--repository": str(work / "repo"),
-        "--onnx": str(work / "source" / "model.onnx"),
-        "--out": str(work / "report.json"),
-        "--artifact-key": KEY,
-    }
-    assert "tiny/report.json" not in archive_members(s3, run_buildspec.bucket)
-    # The archive, then its report (model_build upload prints "s3://...: uploaded").
-    assert uploads_of(result)[-2:] == [f"s3://{run_buildspec.bucket}/{KEY}", f"s3://{run_buildspec.bucket}/{REPORT}:"]
-    report = json.loads(s3.get_object(Bucket=run_buildspec.bucket, Key=REPORT)["Body"].read())
-    assert (report["model"], report["artifact_key"]) == ("tiny", KEY)
-    assert result.stdout.index(f"s3://{run_buildspec.bucket}/{KEY}") < result.stdout.index(REPORT)
 
 
 def test_the_buildspec_gives_the_check_the_serving_images_tritonserver():
