@@ -88,7 +88,7 @@ def test_without_the_handler_the_same_pipe_shows_a_traceback() -> None:
     assert "BrokenPipeError" in result.stderr
 
 
-def test_a_broken_pipe_elsewhere_is_not_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broken_pipe_elsewhere_is_not_hidden() -> None:
     """A BrokenPipeError from a socket (stdout still open) is an unknown error: it keeps its traceback."""
     import argparse
 

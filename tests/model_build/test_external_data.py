@@ -114,7 +114,7 @@ def test_a_reference_may_not_leave_the_model_folder(tmp_path: Path) -> None:
 # --- copy (config), package, check -----------------------------------------------------------
 
 
-def test_config_copies_the_data_files_and_onnxruntime_loads_the_copy(tmp_path: Path, monkeypatch) -> None:
+def test_config_copies_the_data_files_and_onnxruntime_loads_the_copy(tmp_path: Path) -> None:
     source = save_with_external_data(weighted_model(), tmp_path / "export" / "exported.onnx", "weights/w.bin")
     repo = tmp_path / "repo"
     args = ["config", "--onnx", str(source), "--name", "weighted", "--platform", "onnxruntime_onnx"]

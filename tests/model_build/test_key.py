@@ -40,7 +40,7 @@ def write_config(folder: Path, *, release: str = "24.09", build: dict | None = N
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch) -> Path:
+def project(tmp_path: Path) -> Path:
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "detector.onnx").write_bytes(b"onnx bytes of the detector")
     (tmp_path / "models" / "classifier.onnx").write_bytes(b"onnx bytes of the classifier")
@@ -164,7 +164,7 @@ def test_json_output(project: Path) -> None:
     assert json.loads(out)["gpu_target"] == "portable"
 
 
-def test_the_repository_config_keys_export_recipes(monkeypatch) -> None:
+def test_the_repository_config_keys_export_recipes() -> None:
     config = str(PROJECT_ROOT / "config" / "dev.yaml")
     code, out, _ = run_key("--config", config, "--model", "resnet50", "--instance-type", "ml.g5.xlarge", "--json")
     document = json.loads(out)

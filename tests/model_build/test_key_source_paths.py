@@ -11,7 +11,7 @@ from cli_runner import run_cli
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def project(tmp_path: Path) -> Path:
     root = tmp_path / "project"
     (root / "models").mkdir(parents=True)
     (root / "models" / "ok.onnx").write_bytes(b"onnx bytes")

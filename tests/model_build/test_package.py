@@ -424,12 +424,7 @@ def test_memory_stays_flat_for_a_large_file(tmp_path: Path) -> None:
 # --- command line ------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def only_my_commands(monkeypatch) -> None:
-    """cli.main with just this area's commands (others are written in parallel)."""
-
-
-def test_cli_prints_each_archive_and_its_digest(tmp_path: Path, repository: Path, only_my_commands, capsys) -> None:
+def test_cli_prints_each_archive_and_its_digest(tmp_path: Path, repository: Path, capsys) -> None:
     code = cli.main(["package", str(repository), "--out", str(tmp_path / "out"), "--layout", "multi"])
     lines = capsys.readouterr().out.splitlines()
     assert code == 0
@@ -442,7 +437,7 @@ def test_cli_prints_each_archive_and_its_digest(tmp_path: Path, repository: Path
     assert capsys.readouterr().out.startswith(f"{tmp_path / 'one' / 'model.tar.gz'}  sha256:")
 
 
-def test_cli_reports_refusals_as_errors(tmp_path: Path, repository: Path, only_my_commands, capsys) -> None:
+def test_cli_reports_refusals_as_errors(tmp_path: Path, repository: Path, capsys) -> None:
     (repository / "config.pbtxt").write_text("")
     assert cli.main(["package", str(repository), "--out", str(tmp_path / "out")]) == 1
     assert capsys.readouterr().err.startswith(f"ERROR: {repository / 'config.pbtxt'}: config.pbtxt at the repository")

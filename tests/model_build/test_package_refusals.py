@@ -320,7 +320,7 @@ def test_a_file_rewritten_after_the_scan(repo: Path, tmp_path: Path, monkeypatch
 # --- one model per single-model archive (issue #11.7) -----------------------------------------
 
 
-def test_a_single_archive_of_several_models_needs_the_default_model(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_a_single_archive_of_several_models_needs_the_default_model(tmp_path: Path, capsys) -> None:
     """triton-inference-server/server docker/sagemaker/serve: in single-model mode, several model folders
     without SAGEMAKER_TRITON_DEFAULT_MODEL_NAME end in 'ERROR: More than 1 model directory found in model
     repository.' and exit 1."""
