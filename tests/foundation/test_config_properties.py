@@ -21,7 +21,6 @@ change how many per seed file.
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import os
 import re
@@ -29,8 +28,6 @@ import shutil
 import time
 from pathlib import Path
 
-import botocore.model
-import botocore.session
 import pytest
 import yaml
 from aws_cdk import aws_s3 as s3
@@ -42,6 +39,7 @@ from stacks.container_environment import container_environment
 from stacks.promotion import PromotionError, check_promotion
 from stacks.stage_plan import plan_stage
 from stage_config import AppConfig, ConfigError, load_config
+from stage_config.api_limits import service_model  # botocore's model, loaded once per process
 from stage_config.endpoint import component_name
 from stage_config.loader import PROJECT_ROOT
 from stage_config.pipeline import load_pipeline
@@ -456,16 +454,9 @@ def judge(seed: str, text: str, folder: Path, source: Path | None = None) -> str
     return None
 
 
-@functools.cache
-def _service_model(service: str) -> botocore.model.ServiceModel:
-    """botocore's model of `service`, read once: a new session parses the JSON again (~70 ms for SageMaker's), and
-    every accepted mutation is judged against it."""
-    return botocore.session.get_session().get_service_model(service)
-
-
 def _api_shape_problem(service: str, shape: str, value: str) -> str | None:
     """What botocore's shape states (length, whole-value pattern) that `value` breaks; None when it fits."""
-    metadata = _service_model(service).shape_for(shape).metadata
+    metadata = service_model(service).shape_for(shape).metadata
     if not metadata.get("min", 0) <= len(value) <= metadata.get("max", len(value)):
         return f"{shape} {value[:80]!r}: length {len(value)} outside {metadata.get('min', 0)}..{metadata.get('max')}"
     pattern = metadata.get("pattern")
@@ -478,7 +469,7 @@ def accepted_but_wrong(config: AppConfig) -> list[str]:
     """What an accepted config would still send to AWS that AWS (botocore's model) or CDK refuses: checked on the
     values the app derives (deployed names, the whole container environment), not on the config's fields."""
     problems: list[str] = []
-    sagemaker = _service_model("sagemaker")
+    sagemaker = service_model("sagemaker")
     if config.artifacts.bucket_name:
         try:
             s3.Bucket.validate_bucket_name(config.artifacts.bucket_name)
