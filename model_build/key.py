@@ -54,10 +54,11 @@ def tree_sha256(root: Path) -> str:
     folder are left out, as the packager leaves them out of the archive (model_build.model_tree): running a Python
     model's model.py once must not change its artifact key (and rebuild it)."""
     digest = hashlib.sha256()
-    files = (p for p in root.rglob("*") if p.is_file() and not SKIPPED_DIRS.intersection(p.relative_to(root).parts))
-    for path in sorted(files):
-        relative = path.relative_to(root).as_posix()
-        digest.update(relative.encode() + b"\0" + _source_file_sha256(path).encode() + b"\n")
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        relative = path.relative_to(root)
+        if SKIPPED_DIRS.intersection(relative.parts):
+            continue
+        digest.update(relative.as_posix().encode() + b"\0" + _source_file_sha256(path).encode() + b"\n")
     return digest.hexdigest()
 
 

@@ -68,7 +68,7 @@ from pathlib import Path
 
 from model_build.archive import atomic_write_archive
 from model_build.errors import InvalidModelError, MissingToolError, ModelBuildError
-from model_build.model_tree import Entry
+from model_build.model_tree import SKIPPED_DIRS, Entry
 from model_build.requirements_lock import read_locked_file
 
 # Bump when the packing changes what lands in the archive: it is part of the cache key.
@@ -76,7 +76,6 @@ PACKER_VERSION = 2
 DEFAULT_CACHE = Path("build") / "python-envs"
 # pip installs of a few hundred MB take minutes; a hung index must not hold the build for its 8 h.
 PIP_TIMEOUT_S = 1_800
-SKIPPED_DIRS = frozenset({"__pycache__"})
 DROPPED_SCRIPTS = frozenset({"activate.csh", "activate.fish", "Activate.ps1", "activate.nu", "activate.bat"})
 MAX_ENTRIES = 200_000
 

@@ -19,6 +19,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from model_build.key import int8_calibration_cache
+from model_build.model_tree import SKIPPED_DIRS
 from model_build.onnx_external import external_data
 from serving_facts.settings import ModelSource
 from stacks.artifact_stack import ArtifactImports, ArtifactStack, add_gpu_region_rule
@@ -299,9 +300,9 @@ class BuildStack(cdk.Stack):
         self.ensure.add_artifact(props)
 
 
-# A model folder's bytecode (Python's own, once its model.py has run) is not the model: the artifact key
-# (model_build.key.tree_sha256) and the packager leave `__pycache__` out too.
-SOURCE_FOLDER_EXCLUDE = ["__pycache__"]
+# What a model folder holds that is not the model (its bytecode, once its model.py has run): the folders the packager
+# and the artifact key (model_build.key.tree_sha256) leave out too.
+SOURCE_FOLDER_EXCLUDE = sorted(SKIPPED_DIRS)
 
 
 def only_these(onnx_name: str, data_files: Sequence[str]) -> list[str]:
