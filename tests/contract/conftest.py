@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from cdklabs.cdk_validator_cfnguard import CfnGuardValidator
-from contract_helpers import ShippedTemplate, read_assembly_templates
+from contract_helpers import ShippedTemplate, plain_guard_findings, read_assembly_templates
 from synth_helpers import PROJECT_ROOT, Synthesized, synth_pipeline, synth_stage
 
 
@@ -151,11 +151,7 @@ def _synthesize_recording_guard(synthesize: Callable[[], Synthesized], recording
         report = plain_validate(plugin, context)
         calls += 1
         templates.update(str(Path(path).resolve()) for path in context.template_paths)
-        findings.update(
-            (v.rule_name, str(Path(r.template_path).resolve()), r.resource_logical_id)
-            for v in report.violations
-            for r in v.violating_resources
-        )
+        findings.update(plain_guard_findings(report))
         return report
 
     with pytest.MonkeyPatch.context() as patch:

@@ -43,6 +43,16 @@ def read_assembly_templates(config: str, assembly_dir: Path) -> Iterator[Shipped
             yield from read_assembly_templates(f"{config}:{nested.name}", nested)
 
 
+def plain_guard_findings(report) -> set[tuple[str, str, str]]:
+    """(rule, template path, logical id) of every violation in the cdklabs Guard plugin's own report (a
+    `PolicyValidationPluginReportBeta1`, before aws-cdk-lib or our wrapper touch it)."""
+    return {
+        (v.rule_name, str(Path(r.template_path).resolve()), r.resource_logical_id)
+        for v in report.violations
+        for r in v.violating_resources
+    }
+
+
 def listed(value) -> list:
     """A CloudFormation/IAM field that may hold one value or a list of them, as a list."""
     return value if isinstance(value, list) else [value]

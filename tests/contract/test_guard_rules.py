@@ -20,7 +20,7 @@ import pytest
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from cdklabs.cdk_validator_cfnguard import CfnGuardValidator
-from contract_helpers import read_assembly_templates
+from contract_helpers import plain_guard_findings, read_assembly_templates
 from synth_helpers import new_app
 
 from triton_cdk.guard import GUARD_PLUGIN, acknowledge_guard
@@ -80,12 +80,7 @@ class _Templates:
 
 def _reference_findings(template_paths: list[str]) -> set[tuple[str, str, str]]:
     """(rule, template, logical id) of every finding of the cdklabs plugin, as its README registers it."""
-    report = CfnGuardValidator().validate(_Templates(template_paths))
-    return {
-        (v.rule_name, str(Path(r.template_path).resolve()), r.resource_logical_id)
-        for v in report.violations
-        for r in v.violating_resources
-    }
+    return plain_guard_findings(CfnGuardValidator().validate(_Templates(template_paths)))
 
 
 def _app_findings(folder: Path, report: dict) -> set[tuple[str, str, str]]:
