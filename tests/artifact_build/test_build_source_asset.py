@@ -44,27 +44,17 @@ def test_the_asset_holds_exactly_the_model_and_its_data(tmp_path):
     (source / "unrelated.txt").write_text("not part of the model")
     (source / "weights" / "other.bin").write_bytes(b"not referenced")
     data = [d.location for d in external_data(path)]
-    outdir = tmp_path / "out"
-    app = new_app(outdir)  # cdk.json's context, as `make synth` runs app.py
-    stack = cdk.Stack(app, "S")
-    asset = s3_assets.Asset(stack, "Source", path=str(source), exclude=only_these(path.name, data))
-    cdk.CfnOutput(stack, "Url", value=asset.s3_object_url)
-    cdk.CfnWaitConditionHandle(stack, "Anchor")  # CloudFormation validation: a template needs a resource
-    app.synth()
-    manifest = json.loads((outdir / "S.assets.json").read_text())
-    (entry,) = [e for e in manifest["files"].values() if e["source"].get("packaging") == "zip"]
-    staged = outdir / entry["source"]["path"]
-    files = sorted(p.relative_to(staged).as_posix() for p in staged.rglob("*") if p.is_file())
-    assert files == ["model.onnx", "weights/model.bin"]
+    assert _staged_files(tmp_path, source, only_these(path.name, data)) == ["model.onnx", "weights/model.bin"]
 
 
 def _staged_files(tmp_path: Path, source: Path, exclude: list[str]) -> list[str]:
+    """The files CDK stages for a folder asset of `source` with these exclude patterns."""
     outdir = tmp_path / "out"
-    app = new_app(outdir)
+    app = new_app(outdir)  # cdk.json's context, as `make synth` runs app.py
     stack = cdk.Stack(app, "S")
     asset = s3_assets.Asset(stack, "Source", path=str(source), exclude=exclude)
     cdk.CfnOutput(stack, "Url", value=asset.s3_object_url)
-    cdk.CfnWaitConditionHandle(stack, "Anchor")
+    cdk.CfnWaitConditionHandle(stack, "Anchor")  # CloudFormation validation: a template needs a resource
     app.synth()
     manifest = json.loads((outdir / "S.assets.json").read_text())
     (entry,) = [e for e in manifest["files"].values() if e["source"].get("packaging") == "zip"]
