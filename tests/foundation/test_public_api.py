@@ -7,6 +7,7 @@ Read with `ast`: nothing is imported, except by the probe of the last test."""
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import subprocess
@@ -34,6 +35,7 @@ def _library_files() -> dict[str, Path]:
 LIBRARY_FILES = _library_files()
 
 
+@functools.cache  # each test reads a module's tree several times
 def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
