@@ -192,7 +192,7 @@ def test_a_gpu_build_checks_then_uploads_the_unpacked_layout_the_archive_and_the
     assert (info["tensorrt_version"], info["gpu_name"], info["compute_capability"]) == ("10.4.0", "NVIDIA A10G", "8.6")
     assert b'platform: "tensorrt_plan"' in members["tiny/config.pbtxt"]
     # The upload order: unpacked files, the marker (config.pbtxt) last of them, then the archive (then the report).
-    uploads = [line.split()[0] for line in result.stdout.splitlines() if line.startswith("s3://")]
+    uploads = uploads_of(result)
     assert uploads[-1].startswith(f"s3://{run_buildspec.bucket}/{REPORT}")
     assert uploads[-3:-1] == [
         f"s3://{run_buildspec.bucket}/{UNPACKED}tiny/config.pbtxt",
@@ -214,7 +214,7 @@ def test_a_gpu_build_checks_then_uploads_the_unpacked_layout_the_archive_and_the
     }
     assert "tiny/report.json" not in archive_members(s3, run_buildspec.bucket)
     # The archive, then its report (model_build upload prints "s3://...: uploaded").
-    assert uploads_of(result)[-2:] == [f"s3://{run_buildspec.bucket}/{KEY}", f"s3://{run_buildspec.bucket}/{REPORT}:"]
+    assert uploads[-2:] == [f"s3://{run_buildspec.bucket}/{KEY}", f"s3://{run_buildspec.bucket}/{REPORT}:"]
     report = json.loads(s3.get_object(Bucket=run_buildspec.bucket, Key=REPORT)["Body"].read())
     assert (report["model"], report["artifact_key"]) == ("tiny", KEY)
     assert result.stdout.index(f"s3://{run_buildspec.bucket}/{KEY}") < result.stdout.index(REPORT)
@@ -414,7 +414,7 @@ def test_an_ensemble_build_packages_the_ensemble_with_its_composing_models(
     members = members_of(s3, run_buildspec.bucket, PIPE_KEY)
     assert {name.split("/")[0] for name in members} == {"cnn", "pipe", "post", "pre"}
     assert b'platform: "ensemble"' in members["pipe/config.pbtxt"]
-    uploads = [line.split()[0] for line in result.stdout.splitlines() if line.startswith("s3://")]
+    uploads = uploads_of(result)
     assert uploads[-2:] == [
         f"s3://{run_buildspec.bucket}/{PIPE_UNPACKED}pipe/config.pbtxt",
         f"s3://{run_buildspec.bucket}/{PIPE_KEY}",
